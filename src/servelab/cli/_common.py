@@ -1,0 +1,27 @@
+"""Bits the commands share: consoles, the store, JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from servelab.core.store import RunStore
+
+StoreOption = typer.Option(None, "--store", help="Run store file (default: $SERVELAB_HOME/runs.sqlite).")
+JsonOption = typer.Option(False, "--json", help="Print JSON for a machine instead of tables.")
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+def open_store(path: Path | None) -> RunStore:
+    return RunStore(path)
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))

@@ -1,0 +1,35 @@
+"""The root command and its subcommands."""
+
+from __future__ import annotations
+
+import typer
+
+from servelab._version import __version__
+from servelab.cli import check, engine, pending, runs
+
+app = typer.Typer(
+    name="servelab",
+    help="Plan, benchmark, evaluate and protect self-hosted LLM serving.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"servelab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """servelab: will it fit, how fast, how good, and does it make the voice stutter."""
+
+
+app.command("check")(check.check)
+app.add_typer(engine.app, name="engine")
+app.add_typer(runs.app, name="runs")
+pending.register(app)

@@ -1,0 +1,32 @@
+"""Commands whose capability has not landed yet: they say so and exit 2."""
+
+from __future__ import annotations
+
+import typer
+
+from servelab.core.errors import NotBuiltYet
+
+PENDING: dict[str, str] = {
+    "plan": "will this model fit this GPU, at this context and concurrency, next to other services",
+    "bench": "speed on your workloads, side by side",
+    "eval": "capability by axis: strict vs semantic, tools, code, needle, repo repair",
+    "coexist": "does a long prefill make streaming voice stutter",
+    "gateway": "an OpenAI-compatible proxy with admission control",
+    "report": "a self-contained HTML report of one or more runs",
+    "compare": "two runs side by side",
+}
+
+
+def _pending(name: str, what: str) -> typer.models.CommandFunctionType:
+    def command(ctx: typer.Context) -> None:
+        raise NotBuiltYet(f"`servelab {name}` is not built yet ({what}).")
+
+    command.__doc__ = f"{what[0].upper()}{what[1:]}. (Not built yet.)"
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    for name, what in PENDING.items():
+        app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+            _pending(name, what)
+        )

@@ -1,0 +1,37 @@
+"""One base exception for everything servelab raises on purpose."""
+
+from __future__ import annotations
+
+
+class ServelabError(Exception):
+    """A failure with a message meant for the person running servelab.
+
+    The CLI prints ``str(error)`` (and ``hint`` when set) and exits with ``exit_code``,
+    never a traceback.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class NotBuiltYet(ServelabError):
+    """A capability whose issue has not landed yet."""
+
+    exit_code = 2
+
+
+class UsageError(ServelabError):
+    """Bad input from the user: a wrong argument, a missing file, an unknown name."""
+
+    exit_code = 2
+
+
+class EngineError(ServelabError):
+    """The embedded engine could not be installed, started, reached or stopped."""
+
+
+class StoreError(ServelabError):
+    """The run store could not be opened, migrated or read."""

@@ -1,0 +1,82 @@
+"""Statistics computed from raw samples: percentiles, Wilson and bootstrap intervals, McNemar."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of raw samples, linear interpolation between order statistics.
+
+    Same definition as numpy's default and Excel's PERCENTILE.INC. NaN for no samples.
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within 0..100, got {q}")
+    if len(samples) == 0:
+        return math.nan
+    return float(np.percentile(np.asarray(samples, dtype=float), q))
+
+
+def percentiles(samples: Sequence[float], qs: Sequence[float] = (50, 90, 95, 99)) -> dict[str, float]:
+    """``{"p50": ..., "p90": ...}`` from the same raw samples."""
+    return {f"p{q:g}": percentile(samples, q) for q in qs}
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> Interval:
+    """Wilson score interval for a proportion k/n (95% by default)."""
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n, got {successes}/{n}")
+    if n == 0:
+        return Interval(math.nan, 0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap_median_interval(
+    samples: Sequence[float], *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> Interval:
+    """Percentile-bootstrap interval for the median; seeded, so the same samples give the same interval."""
+    data = np.asarray(samples, dtype=float)
+    if data.size == 0:
+        return Interval(math.nan, math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, data.size, size=(resamples, data.size))
+    medians = np.median(data[picks], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return Interval(float(np.median(data)), float(low), float(high))
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs.
+
+    ``only_a``: items A got right and B wrong; ``only_b``: the reverse. Under H0 each discordant
+    pair is a fair coin, so p = min(1, 2 * P(X <= min(b, c))), X ~ Binomial(b + c, 1/2).
+    """
+    if only_a < 0 or only_b < 0:
+        raise ValueError("discordant counts must be >= 0")
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -1,0 +1,179 @@
+"""The run store: SQLite, migrations as an append-only list, records written as they finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servelab.core.errors import StoreError
+from servelab.core.paths import servelab_home
+from servelab.core.records import RequestRecord
+
+# Append only. Never edit a migration that has shipped; add a new one.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        run_id      TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        created_at  REAL NOT NULL,
+        finished_at REAL,
+        status      TEXT NOT NULL,
+        manifest    TEXT NOT NULL
+    );
+    CREATE TABLE records (
+        run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        seq        INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        target     TEXT NOT NULL,
+        scenario   TEXT NOT NULL,
+        error      TEXT,
+        data       TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE summaries (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        name   TEXT NOT NULL,
+        data   TEXT NOT NULL,
+        PRIMARY KEY (run_id, name)
+    );
+    """,
+)
+
+STATUS_RUNNING = "running"
+STATUS_COMPLETE = "complete"
+STATUS_FAILED = "failed"
+
+
+def default_store_path() -> Path:
+    """``$SERVELAB_STORE``, else ``<servelab home>/runs.sqlite``."""
+    explicit = os.environ.get("SERVELAB_STORE")
+    return Path(explicit) if explicit else servelab_home() / "runs.sqlite"
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    run_id: str
+    kind: str
+    created_at: float
+    finished_at: float | None
+    status: str
+    manifest: dict[str, Any]
+    record_count: int
+
+
+class RunStore:
+    """A SQLite file of runs. Each write commits at once, so a killed run keeps what it wrote."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open run store {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"run store {self.path} has schema {current}, newer than this servelab knows ({len(MIGRATIONS)})",
+                hint="upgrade servelab, or point SERVELAB_HOME at another folder",
+            )
+        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+            self._db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;")
+
+    # -- writing -----------------------------------------------------------------------------
+    def create_run(self, kind: str, manifest: dict[str, Any], run_id: str | None = None) -> str:
+        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self._db.execute(
+            "INSERT INTO runs (run_id, kind, created_at, status, manifest) VALUES (?, ?, ?, ?, ?)",
+            (run_id, kind, time.time(), STATUS_RUNNING, json.dumps(manifest)),
+        )
+        return run_id
+
+    def add_record(self, run_id: str, record: RequestRecord) -> None:
+        self._db.execute(
+            "INSERT INTO records (run_id, seq, request_id, target, scenario, error, data) "
+            "VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM records WHERE run_id = ?), ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                run_id,
+                record.request_id,
+                record.target,
+                record.scenario,
+                record.error.value if record.error else None,
+                json.dumps(record.to_dict()),
+            ),
+        )
+
+    def put_summary(self, run_id: str, name: str, data: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO summaries (run_id, name, data) VALUES (?, ?, ?)",
+            (run_id, name, json.dumps(data)),
+        )
+
+    def finish_run(self, run_id: str, status: str = STATUS_COMPLETE) -> None:
+        self._db.execute(
+            "UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id)
+        )
+
+    # -- reading -----------------------------------------------------------------------------
+    def list_runs(self, limit: int | None = None) -> list[RunInfo]:
+        sql = (
+            "SELECT r.run_id, r.kind, r.created_at, r.finished_at, r.status, r.manifest, "
+            "(SELECT COUNT(*) FROM records x WHERE x.run_id = r.run_id) FROM runs r ORDER BY r.created_at DESC"
+        )
+        rows = self._db.execute(sql + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
+        return [_run_info(row) for row in rows]
+
+    def get_run(self, run_id: str) -> RunInfo:
+        if run_id == "latest":
+            matches = self.list_runs(limit=1)
+        else:
+            matches = [r for r in self.list_runs() if r.run_id.startswith(run_id)]
+        if not matches:
+            raise StoreError(f"no run {run_id!r} in {self.path}", hint="`servelab runs list` shows the runs")
+        exact = [r for r in matches if r.run_id == run_id]
+        if len(matches) > 1 and not exact:
+            raise StoreError(f"{run_id!r} matches {len(matches)} runs; give more of the id")
+        return exact[0] if exact else matches[0]
+
+    def records(self, run_id: str) -> list[RequestRecord]:
+        return list(self.iter_records(run_id))
+
+    def iter_records(self, run_id: str) -> Iterator[RequestRecord]:
+        rows = self._db.execute("SELECT data FROM records WHERE run_id = ? ORDER BY seq", (run_id,))
+        for (data,) in rows:
+            yield RequestRecord.from_dict(json.loads(data))
+
+    def summaries(self, run_id: str) -> dict[str, dict[str, Any]]:
+        rows = self._db.execute("SELECT name, data FROM summaries WHERE run_id = ? ORDER BY name", (run_id,))
+        return {name: json.loads(data) for name, data in rows}
+
+
+def _run_info(row: Sequence[Any]) -> RunInfo:
+    run_id, kind, created, finished, status, manifest, count = row
+    return RunInfo(run_id, kind, created, finished, status, json.loads(manifest), int(count))

@@ -1,0 +1,127 @@
+"""Figures computed from raw request records (never from averaged averages)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from servelab.core.records import RequestRecord
+from servelab.core.stats import percentiles
+
+NS_PER_MS = 1e6
+NS_PER_S = 1e9
+
+
+def ttft_ms(record: RequestRecord, *, content: bool = False, from_scheduled: bool = False) -> float | None:
+    """Time to first token (any kind, or content only), from sent or from scheduled."""
+    first = record.first_content_ns if content else record.first_token_ns
+    start = record.scheduled_ns if from_scheduled else record.sent_ns
+    if first is None or start is None:
+        return None
+    return (first - start) / NS_PER_MS
+
+
+def output_tokens(record: RequestRecord) -> int:
+    """Server usage when given, else the client's own count."""
+    return record.completion_tokens if record.completion_tokens is not None else record.client_token_count
+
+
+def inter_chunk_gaps_ms(record: RequestRecord) -> list[float]:
+    ts = record.chunk_ns
+    return [(b - a) / NS_PER_MS for a, b in zip(ts, ts[1:], strict=False)]
+
+
+def decode_window_ns(record: RequestRecord) -> int | None:
+    """First token → last token chunk: the decode phase of one stream."""
+    if record.first_token_ns is None or not record.chunk_ns:
+        return None
+    span = record.chunk_ns[-1] - record.first_token_ns
+    return span if span > 0 else None
+
+
+def tpot_ms(record: RequestRecord) -> float | None:
+    """(end of decode − first token) / (tokens − 1)."""
+    span, tokens = decode_window_ns(record), output_tokens(record)
+    if span is None or tokens < 2:
+        return None
+    return span / (tokens - 1) / NS_PER_MS
+
+
+def stream_tok_s(record: RequestRecord) -> float | None:
+    """Per-stream decode speed: (tokens − 1) / (last token − first token)."""
+    span, tokens = decode_window_ns(record), output_tokens(record)
+    if span is None or tokens < 2:
+        return None
+    return (tokens - 1) / (span / NS_PER_S)
+
+
+def active_window_ns(records: Sequence[RequestRecord]) -> int:
+    """Total time during which at least one request was in flight (idle gaps excluded)."""
+    spans = sorted((r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None)
+    total, cur_start, cur_end = 0, None, None
+    for start, end in spans:
+        if cur_end is None or start > cur_end:
+            if cur_start is not None and cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_start is not None and cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+@dataclass(slots=True)
+class Summary:
+    requests: int
+    ok: int
+    errors: dict[str, int]
+    output_tokens: int
+    ttft_ms: dict[str, float]
+    ttft_content_ms: dict[str, float]
+    ttft_from_scheduled_ms: dict[str, float]
+    itl_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    stream_tok_s: dict[str, float]
+    aggregate_tok_s: float
+    active_window_s: float
+    schedule_lag_ms: dict[str, float]
+    samples: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _present(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
+def summarize(records: Sequence[RequestRecord]) -> Summary:
+    ok = [r for r in records if r.ok]
+    errors: dict[str, int] = {}
+    for r in records:
+        if r.error is not None:
+            errors[r.error.value] = errors.get(r.error.value, 0) + 1
+    gaps = [g for r in ok for g in inter_chunk_gaps_ms(r)]
+    ttft = _present(ttft_ms(r) for r in ok)
+    lag = _present(None if r.sent_ns is None or r.scheduled_ns is None else (r.sent_ns - r.scheduled_ns) / NS_PER_MS
+                   for r in records)
+    window = active_window_ns(ok)
+    tokens = sum(output_tokens(r) for r in ok)
+    return Summary(
+        requests=len(records),
+        ok=len(ok),
+        errors=errors,
+        output_tokens=tokens,
+        ttft_ms=percentiles(ttft),
+        ttft_content_ms=percentiles(_present(ttft_ms(r, content=True) for r in ok)),
+        ttft_from_scheduled_ms=percentiles(_present(ttft_ms(r, from_scheduled=True) for r in ok)),
+        itl_ms=percentiles(gaps),
+        tpot_ms=percentiles(_present(tpot_ms(r) for r in ok)),
+        stream_tok_s=percentiles(_present(stream_tok_s(r) for r in ok)),
+        aggregate_tok_s=tokens / (window / NS_PER_S) if window else 0.0,
+        active_window_s=window / NS_PER_S,
+        schedule_lag_ms=percentiles(lag),
+        samples={"ttft": len(ttft), "itl": len(gaps)},
+    )

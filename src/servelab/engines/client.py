@@ -1,0 +1,172 @@
+"""Streaming client for OpenAI-compatible ``/v1/chat/completions`` and ``/v1/completions``.
+
+Every request ends as one :class:`RequestRecord`; no exception escapes :meth:`StreamClient.send`
+except cancellation of the caller's own task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servelab.core.records import ErrorClass, RequestRecord
+from servelab.engines.interpret import StreamInterpreter
+from servelab.engines.sse import SSEDecoder
+from servelab.engines.transport import (
+    ConnectFailed,
+    HTTPStream,
+    IdleTimeout,
+    PeerClosed,
+    RequestStamps,
+    post_stream,
+)
+
+Endpoint = Literal["chat", "completions"]
+_PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_MAX_ERROR_BODY = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0  # longest silence allowed between bytes
+    include_usage: bool = True
+    api_key: str | None = None
+
+
+def api_base(url: str) -> str:
+    """``http://host:8000``, ``.../v1`` or ``.../v1/`` → ``http://host:8000/v1``."""
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+class StreamClient:
+    """Sends streamed requests to one target and records what arrives."""
+
+    def __init__(self, base_url: str, *, target: str = "", options: ClientOptions | None = None) -> None:
+        self.base = api_base(base_url)
+        self.target = target
+        self.options = options or ClientOptions()
+
+    def new_record(self, endpoint: Endpoint, *, scenario: str = "", request_id: str | None = None) -> RequestRecord:
+        return RequestRecord(
+            request_id=request_id or uuid.uuid4().hex[:16],
+            endpoint=endpoint,
+            scenario=scenario,
+            target=self.target,
+        )
+
+    def build_payload(self, endpoint: Endpoint, payload: dict[str, Any]) -> dict[str, Any]:
+        body = dict(payload)
+        body["stream"] = True
+        if self.options.include_usage:
+            options = dict(body.get("stream_options") or {})
+            options.setdefault("include_usage", True)
+            body["stream_options"] = options
+        return body
+
+    async def send(
+        self,
+        endpoint: Endpoint,
+        payload: dict[str, Any],
+        *,
+        record: RequestRecord | None = None,
+        scheduled_ns: int | None = None,
+    ) -> RequestRecord:
+        """Stream one request and return its record, errors included."""
+        record = record or self.new_record(endpoint)
+        record.model = record.model or str(payload.get("model", ""))
+        record.scheduled_ns = scheduled_ns if scheduled_ns is not None else time.perf_counter_ns()
+        body = json.dumps(self.build_payload(endpoint, payload)).encode()
+        stamps = RequestStamps()
+        try:
+            await self._exchange(endpoint, body, record, stamps)
+        except asyncio.CancelledError:
+            _fail(record, ErrorClass.CANCELLED, "cancelled by the run")
+            raise
+        except ConnectFailed as exc:
+            _fail(record, ErrorClass.CONNECT, str(exc))
+        except IdleTimeout as exc:
+            _fail(record, ErrorClass.TIMEOUT, str(exc))
+        except PeerClosed as exc:
+            _fail(record, ErrorClass.DISCONNECT, str(exc))
+        except Exception as exc:  # a bug of ours must not lose the run
+            _fail(record, ErrorClass.CLIENT, f"{type(exc).__name__}: {exc}")
+        finally:
+            record.sent_ns = stamps.sent_ns
+            if record.end_ns is None:
+                record.end_ns = time.perf_counter_ns()
+        return record
+
+    async def _exchange(self, endpoint: Endpoint, body: bytes, record: RequestRecord, stamps: RequestStamps) -> None:
+        headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
+        stream = await post_stream(
+            self.base + _PATHS[endpoint].removeprefix("/v1"),
+            body,
+            headers=headers,
+            stamps=stamps,
+            connect_timeout=self.options.connect_timeout,
+            read_timeout=self.options.read_timeout,
+        )
+        try:
+            record.http_status = stream.start.status
+            record.headers_ns = stream.start.arrived_ns
+            record.first_byte_ns = stream.start.first_byte_ns
+            if stream.start.status >= 400:
+                await _http_error(stream, record)
+            else:
+                await _read_events(stream, record)
+        finally:
+            stream.close()
+
+
+async def _http_error(stream: HTTPStream, record: RequestRecord) -> None:
+    kind = ErrorClass.HTTP_5XX if stream.start.status >= 500 else ErrorClass.HTTP_4XX
+    parts: list[bytes] = []
+    try:
+        async for seg in stream.body():
+            parts.append(seg.data)
+            record.end_ns = seg.arrived_ns
+    except (IdleTimeout, PeerClosed):
+        pass
+    text = b"".join(parts).decode("utf-8", errors="replace")[:_MAX_ERROR_BODY]
+    _fail(record, kind, f"HTTP {stream.start.status}: {text}".strip())
+
+
+async def _read_events(stream: HTTPStream, record: RequestRecord) -> None:
+    decoder = SSEDecoder()
+    interpreter = StreamInterpreter(record)
+    last_ns = stream.start.arrived_ns
+    try:
+        async for seg in stream.body():
+            last_ns = seg.arrived_ns
+            for event in decoder.feed(seg.data, seg.arrived_ns):
+                interpreter.apply(event)
+            if record.error is not None:
+                return
+        for event in decoder.flush(last_ns):
+            interpreter.apply(event)
+    finally:
+        interpreter.finish()
+        record.end_ns = last_ns
+    _check_complete(stream, record, interpreter)
+
+
+def _check_complete(stream: HTTPStream, record: RequestRecord, interpreter: StreamInterpreter) -> None:
+    if record.error is not None:
+        return
+    content_type = stream.start.headers.get("content-type", "")
+    if "text/event-stream" not in content_type:
+        _fail(record, ErrorClass.MALFORMED, f"expected text/event-stream, got {content_type or 'no type'!r}")
+    elif not interpreter.done and record.finish_reason is None:
+        _fail(record, ErrorClass.DISCONNECT, "stream ended without [DONE] or a finish_reason")
+
+
+def _fail(record: RequestRecord, kind: ErrorClass, detail: str) -> None:
+    if record.error is None:
+        record.error = kind
+        record.error_detail = detail

@@ -1,0 +1,243 @@
+"""A minimal HTTP/1.1 POST whose response bytes are stamped as they reach the socket.
+
+Load generators built on a general client stamp a chunk when their task gets round to it;
+under 64 concurrent streams that is milliseconds late. Here ``data_received`` takes
+``perf_counter_ns()`` first and only stores the bytes; framing (h11) and SSE parsing run
+afterwards, on the stored copy. One connection per request (``Connection: close``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import h11
+
+from servelab.core.errors import UsageError
+
+
+@dataclass(slots=True)
+class Segment:
+    arrived_ns: int
+    data: bytes
+
+
+class ConnectFailed(Exception):
+    """The TCP/TLS connection could not be opened."""
+
+
+class IdleTimeout(Exception):
+    """No byte arrived within the read timeout."""
+
+
+class PeerClosed(Exception):
+    """The server closed the connection before the response ended."""
+
+
+class _StampingProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []
+        self.closed = False
+        self.close_error: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.segments.append(Segment(time.perf_counter_ns(), data))
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.close_error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def take(self) -> list[Segment]:
+        """All segments received since the last call; waits for at least one or close."""
+        while not self.segments and not self.closed:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+        taken, self.segments = self.segments, []
+        return taken
+
+
+@dataclass(slots=True)
+class ResponseStart:
+    status: int
+    headers: dict[str, str]
+    arrived_ns: int
+    first_byte_ns: int
+
+
+@dataclass
+class HTTPStream:
+    """An open response: its status line and an iterator over stamped body segments."""
+
+    start: ResponseStart
+    _protocol: _StampingProtocol
+    _conn: h11.Connection
+    _read_timeout: float
+    _leftover: list[Segment] = field(default_factory=list)
+    _ended: bool = False
+
+    async def body(self) -> AsyncIterator[Segment]:
+        """Yield body bytes with the arrival time of the read that carried them."""
+        pending, self._leftover = self._leftover, []
+        while True:
+            for seg in pending:
+                for piece in self._pull(seg):
+                    yield piece
+            if self._ended:
+                return
+            pending = await _take_with_timeout(self._protocol, self._read_timeout)
+            if not pending:  # the peer closed the connection
+                self._conn.receive_data(b"")
+                self._pull(Segment(0, b""))
+                if not self._ended:
+                    raise PeerClosed("connection closed mid-response")
+                return
+
+    def _pull(self, seg: Segment) -> list[Segment]:
+        if seg.data:
+            self._conn.receive_data(seg.data)
+        out: list[Segment] = []
+        while not self._ended:
+            try:
+                event = self._conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise PeerClosed(f"connection closed mid-response ({exc})") from exc
+            if isinstance(event, h11.Data):
+                out.append(Segment(seg.arrived_ns, bytes(event.data)))
+            elif isinstance(event, h11.EndOfMessage):
+                self._ended = True
+            else:  # NEED_DATA, PAUSED, ConnectionClosed
+                break
+        return out
+
+    def close(self) -> None:
+        if self._protocol.transport is not None:
+            self._protocol.transport.close()
+
+
+async def _take_with_timeout(protocol: _StampingProtocol, timeout: float) -> list[Segment]:
+    try:
+        async with asyncio.timeout(timeout):
+            return await protocol.take()
+    except TimeoutError as exc:
+        raise IdleTimeout(f"no data for {timeout:g} s") from exc
+
+
+@dataclass(slots=True)
+class RequestStamps:
+    sent_ns: int | None = None
+
+
+def split_url(url: str) -> tuple[str, str, int, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"not an http(s) URL: {url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return parts.scheme, parts.hostname, port, path
+
+
+async def post_stream(
+    url: str,
+    body: bytes,
+    *,
+    headers: dict[str, str],
+    stamps: RequestStamps,
+    connect_timeout: float,
+    read_timeout: float,
+) -> HTTPStream:
+    """Open a connection, POST ``body`` and return once the response headers are in."""
+    scheme, host, port, path = split_url(url)
+    loop = asyncio.get_running_loop()
+    ssl_ctx = ssl.create_default_context() if scheme == "https" else None
+    try:
+        async with asyncio.timeout(connect_timeout):
+            _, protocol = await loop.create_connection(_StampingProtocol, host, port, ssl=ssl_ctx)
+    except TimeoutError as exc:
+        raise ConnectFailed(f"connect to {host}:{port} timed out after {connect_timeout:g} s") from exc
+    except OSError as exc:
+        raise ConnectFailed(f"connect to {host}:{port}: {exc.strerror or exc}") from exc
+    conn = h11.Connection(our_role=h11.CLIENT)
+    request = h11.Request(method="POST", target=path, headers=_headers(host, port, body, headers))
+    wire = conn.send(request) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+    assert protocol.transport is not None
+    protocol.transport.write(wire)
+    stamps.sent_ns = time.perf_counter_ns()
+    try:
+        return await _read_head(protocol, conn, read_timeout)
+    except BaseException:
+        protocol.transport.close()
+        raise
+
+
+def _headers(host: str, port: int, body: bytes, extra: dict[str, str]) -> list[tuple[str, str]]:
+    headers = {
+        "Host": f"{host}:{port}",
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+        "User-Agent": "servelab",
+    }
+    headers.update(extra)
+    return list(headers.items())
+
+
+async def _read_head(protocol: _StampingProtocol, conn: h11.Connection, read_timeout: float) -> HTTPStream:
+    first_byte_ns: int | None = None
+    while True:
+        segments = await _take_with_timeout(protocol, read_timeout)
+        if not segments:
+            raise PeerClosed("connection closed before the response headers")
+        for i, seg in enumerate(segments):
+            first_byte_ns = first_byte_ns or seg.arrived_ns
+            conn.receive_data(seg.data)
+            response = _next_response(conn)
+            if response is None:
+                continue
+            start = ResponseStart(
+                status=response.status_code,
+                headers={k.decode().lower(): v.decode("latin-1") for k, v in response.headers},
+                arrived_ns=seg.arrived_ns,
+                first_byte_ns=first_byte_ns,
+            )
+            stream = HTTPStream(start, protocol, conn, read_timeout)
+            # bytes after the head in this segment are already inside h11; feed the rest later
+            stream._leftover = [Segment(seg.arrived_ns, b""), *segments[i + 1 :]]
+            return stream
+
+
+def _next_response(conn: h11.Connection) -> h11.Response | None:
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise PeerClosed(f"bad HTTP response: {exc}") from exc
+        if isinstance(event, h11.Response):
+            return event
+        if isinstance(event, h11.InformationalResponse):
+            continue
+        return None
