@@ -79,9 +79,7 @@ def run_smoke(
 ) -> SmokeResult:
     """Stream one request, then ``levels`` concurrent ones; store every record as it finishes."""
     model = discover_model(url)
-    manifest = build_manifest(
-        "check-smoke", {"levels": list(levels), "max_tokens": max_tokens}, {target_name: url}
-    )
+    manifest = build_manifest("check-smoke", {"levels": list(levels), "max_tokens": max_tokens}, {target_name: url})
     run_id = store.create_run("check-smoke", manifest)
     client = StreamClient(url, target=target_name, options=ClientOptions(read_timeout=120))
 

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, click.ClickException):
             exc.show()
-            return exc.exit_code
+            return int(exc.exit_code)
         if isinstance(exc, click.exceptions.Abort):
             return 1
         raise

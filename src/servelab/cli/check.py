@@ -23,8 +23,11 @@ def _parse_target(spec: str) -> tuple[str, str]:
 
 
 def check(
-    target: str | None = typer.Option(None, "--target", help="NAME=URL of an OpenAI-compatible server; "
-                                      "none → the embedded engine, started and stopped here."),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        help="NAME=URL of an OpenAI-compatible server; none → the embedded engine, started and stopped here.",
+    ),
     max_tokens: int = typer.Option(128, "--max-tokens", help="Output tokens per request."),
     keep_engine: bool = typer.Option(False, "--keep-engine", help="Leave the embedded engine running."),
     store: Path | None = StoreOption,
@@ -56,8 +59,13 @@ def check(
         if engine is not None and started_here and not keep_engine:
             engine.down()
     if json_out:
-        print_json({"run_id": result.run_id, "model": result.model,
-                    "levels": {str(k): v.to_dict() for k, v in result.levels.items()}})
+        print_json(
+            {
+                "run_id": result.run_id,
+                "model": result.model,
+                "levels": {str(k): v.to_dict() for k, v in result.levels.items()},
+            }
+        )
         return
     out.print(f"model {result.model} at {url}")
     for streams, summary in result.levels.items():

@@ -8,8 +8,9 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from servelab.cli._common import JsonOption, console, print_json
 from servelab.engines.embedded import EmbeddedEngine, EngineSettings, EngineState
 
-app = typer.Typer(help="The embedded engine: real vLLM (CPU) serving SmolLM2-135M-Instruct on loopback.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The embedded engine: real vLLM (CPU) serving SmolLM2-135M-Instruct on loopback.", no_args_is_help=True
+)
 
 PortOption = typer.Option(None, "--port", help="Port on 127.0.0.1 (default 8765 or $SERVELAB_ENGINE_PORT).")
 
@@ -21,8 +22,9 @@ def _engine(port: int | None) -> EmbeddedEngine:
 
 def start_with_progress(engine: EmbeddedEngine) -> EngineState:
     """Start (or reuse) the engine behind a spinner showing the phase and elapsed time."""
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=console(), transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console(), transient=True
+    ) as bar:
         task = bar.add_task("embedded engine", total=None)
         return engine.up(progress=lambda phase, _elapsed: bar.update(task, description=phase))
 
@@ -49,7 +51,7 @@ def up(
 
 @app.command()
 def down(port: int | None = PortOption) -> None:
-    """Stop the engine cleanly (SIGTERM, then SIGKILL after 30 s). The log is kept."""
+    """Stop the engine cleanly (SIGTERM, then SIGKILL after 15 s). The log is kept."""
     engine = _engine(port)
     stopped = engine.down()
     console().print("engine stopped" if stopped else "no engine was running")

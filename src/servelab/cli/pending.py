@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from servelab.core.errors import NotBuiltYet
@@ -17,7 +19,7 @@ PENDING: dict[str, str] = {
 }
 
 
-def _pending(name: str, what: str) -> typer.models.CommandFunctionType:
+def _pending(name: str, what: str) -> Callable[[typer.Context], None]:
     def command(ctx: typer.Context) -> None:
         raise NotBuiltYet(f"`servelab {name}` is not built yet ({what}).")
 

@@ -21,14 +21,25 @@ def _when(ts: float | None) -> str:
 
 
 @app.command("list")
-def list_runs(store: Path | None = StoreOption, limit: int = typer.Option(20, help="Newest N runs."),
-              json_out: bool = JsonOption) -> None:
+def list_runs(
+    store: Path | None = StoreOption, limit: int = typer.Option(20, help="Newest N runs."), json_out: bool = JsonOption
+) -> None:
     """The newest runs, one line each."""
     with open_store(store) as db:
         runs = db.list_runs(limit=limit)
     if json_out:
-        print_json([{"run_id": r.run_id, "kind": r.kind, "created_at": r.created_at, "status": r.status,
-                     "records": r.record_count} for r in runs])
+        print_json(
+            [
+                {
+                    "run_id": r.run_id,
+                    "kind": r.kind,
+                    "created_at": r.created_at,
+                    "status": r.status,
+                    "records": r.record_count,
+                }
+                for r in runs
+            ]
+        )
         return
     table = Table("run", "kind", "started", "status", "records")
     for r in runs:
@@ -37,29 +48,43 @@ def list_runs(store: Path | None = StoreOption, limit: int = typer.Option(20, he
 
 
 @app.command()
-def show(run_id: str = typer.Argument("latest", help="A run id, a unique prefix of one, or 'latest'."),
-         store: Path | None = StoreOption, json_out: bool = JsonOption) -> None:
+def show(
+    run_id: str = typer.Argument("latest", help="A run id, a unique prefix of one, or 'latest'."),
+    store: Path | None = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
     """The run's manifest and summaries."""
     with open_store(store) as db:
         info = db.get_run(run_id)
         summaries = db.summaries(info.run_id)
     if json_out:
-        print_json({"run_id": info.run_id, "kind": info.kind, "status": info.status,
-                    "records": info.record_count, "manifest": info.manifest, "summaries": summaries})
+        print_json(
+            {
+                "run_id": info.run_id,
+                "kind": info.kind,
+                "status": info.status,
+                "records": info.record_count,
+                "manifest": info.manifest,
+                "summaries": summaries,
+            }
+        )
         return
     out = console()
-    out.print(f"[bold]{info.run_id}[/]  {info.kind}  {info.status}  {info.record_count} records  "
-              f"started {_when(info.created_at)}")
+    out.print(
+        f"[bold]{info.run_id}[/]  {info.kind}  {info.status}  {info.record_count} records  "
+        f"started {_when(info.created_at)}"
+    )
     for name, data in summaries.items():
         out.print(summary_table(name, data))
 
 
 @app.command()
-def export(run_id: str = typer.Argument("latest", help="A run id, a unique prefix of one, or 'latest'."),
-           store: Path | None = StoreOption,
-           out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
-           json_out: bool = typer.Option(True, "--json", help="JSON (the only format, schema servelab.run v1)."),
-           ) -> None:
+def export(
+    run_id: str = typer.Argument("latest", help="A run id, a unique prefix of one, or 'latest'."),
+    store: Path | None = StoreOption,
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file instead of stdout."),
+    json_out: bool = typer.Option(True, "--json", help="JSON (the only format, schema servelab.run v1)."),
+) -> None:
     """The whole run as versioned JSON (schema: docs/run-export.md)."""
     with open_store(store) as db:
         data = export_run(db, run_id)

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from servelab.core.records import ErrorClass
 from servelab.core.store import RunStore
 
-SCHEMA_NAME = "servelab.run"
-SCHEMA_VERSION = 1
+SCHEMA_NAME: Literal["servelab.run"] = "servelab.run"
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class ExportedRecord(BaseModel):
@@ -89,3 +89,9 @@ def export_run(store: RunStore, run_id: str) -> dict[str, Any]:
 
 def json_schema() -> dict[str, Any]:
     return RunExport.model_json_schema(by_alias=True)
+
+
+if __name__ == "__main__":
+    import json as _json
+
+    print(_json.dumps(json_schema(), indent=2))

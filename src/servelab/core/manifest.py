@@ -40,7 +40,10 @@ def gpu_info() -> list[dict[str, str]]:
     try:
         out = subprocess.run(
             ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []

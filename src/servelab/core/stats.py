@@ -48,7 +48,9 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> Interval:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(p, low, high)
 
 
 def bootstrap_median_interval(
@@ -78,5 +80,5 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     if n == 0:
         return 1.0
     k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)

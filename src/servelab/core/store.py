@@ -136,9 +136,7 @@ class RunStore:
         )
 
     def finish_run(self, run_id: str, status: str = STATUS_COMPLETE) -> None:
-        self._db.execute(
-            "UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id)
-        )
+        self._db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id))
 
     # -- reading -----------------------------------------------------------------------------
     def list_runs(self, limit: int | None = None) -> list[RunInfo]:

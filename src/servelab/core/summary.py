@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ def output_tokens(record: RequestRecord) -> int:
 
 def inter_chunk_gaps_ms(record: RequestRecord) -> list[float]:
     ts = record.chunk_ns
-    return [(b - a) / NS_PER_MS for a, b in zip(ts, ts[1:], strict=False)]
+    return [(b - a) / NS_PER_MS for a, b in itertools.pairwise(ts)]
 
 
 def decode_window_ns(record: RequestRecord) -> int | None:
@@ -105,8 +106,10 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
             errors[r.error.value] = errors.get(r.error.value, 0) + 1
     gaps = [g for r in ok for g in inter_chunk_gaps_ms(r)]
     ttft = _present(ttft_ms(r) for r in ok)
-    lag = _present(None if r.sent_ns is None or r.scheduled_ns is None else (r.sent_ns - r.scheduled_ns) / NS_PER_MS
-                   for r in records)
+    lag = _present(
+        None if r.sent_ns is None or r.scheduled_ns is None else (r.sent_ns - r.scheduled_ns) / NS_PER_MS
+        for r in records
+    )
     window = active_window_ns(ok)
     tokens = sum(output_tokens(r) for r in ok)
     return Summary(

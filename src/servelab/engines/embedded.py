@@ -42,6 +42,8 @@ class EngineSettings:
     start_timeout_s: float = 600.0
     python: str = sys.executable
     home: Path = field(default_factory=servelab_home)
+    instance: str = "engine"  # folder under home for state and log; the converted model is shared
+    extra_args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -49,7 +51,7 @@ class EngineSettings:
 
     @property
     def engine_dir(self) -> Path:
-        return self.home / "engine"
+        return self.home / self.instance
 
     @property
     def model_dir(self) -> Path:
@@ -134,6 +136,7 @@ class EmbeddedEngine:
                 return EngineState(**{**asdict(running), "reused": True})
             if running is not None:
                 self._stop_pid(running.pid)
+            self._check_port()
             self._check_installed()
             self.ensure_model(progress)
             return self._start(progress)
@@ -160,7 +163,9 @@ class EmbeddedEngine:
         with log.open("w") as sink:
             proc = subprocess.Popen(
                 [self.settings.python, "-m", "servelab.engines.convert_gguf", str(target)],
-                stdout=sink, stderr=subprocess.STDOUT, env=_offline_env(),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=_offline_env(),
             )
             while proc.poll() is None:
                 if progress:
@@ -198,21 +203,34 @@ class EmbeddedEngine:
     def _command(self) -> list[str]:
         s = self.settings
         return [
-            s.python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(s.model_dir),
-            "--served-model-name", MODEL_NAME,
-            "--host", s.host, "--port", str(s.port),
-            "--max-model-len", str(s.max_model_len),
-            "--dtype", "bfloat16",
+            s.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(s.model_dir),
+            "--served-model-name",
+            MODEL_NAME,
+            "--host",
+            s.host,
+            "--port",
+            str(s.port),
+            "--max-model-len",
+            str(s.max_model_len),
+            "--dtype",
+            "bfloat16",
+            *s.extra_args,
         ]
 
-    def _start(self, progress: Progress | None) -> EngineState:
+    def _check_port(self) -> None:
         s = self.settings
         if not port_free(s.host, s.port):
             raise EngineError(
                 f"port {s.port} on {s.host} is in use by another process",
                 hint="stop it, or choose another port with --port / SERVELAB_ENGINE_PORT",
             )
+
+    def _start(self, progress: Progress | None) -> EngineState:
+        s = self.settings
         env = {**_offline_env(), "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib)}
         with s.log_path.open("w") as log:
             proc = subprocess.Popen(
@@ -235,8 +253,7 @@ class EmbeddedEngine:
             elapsed = time.monotonic() - started
             if proc.poll() is not None:
                 raise EngineError(
-                    f"vLLM exited with code {proc.returncode} while starting; log {s.log_path}:\n"
-                    f"{log_tail(s.log_path)}"
+                    f"vLLM exited with code {proc.returncode} while starting; log {s.log_path}:\n{log_tail(s.log_path)}"
                 )
             if healthy(s.url, timeout=1.0):
                 return
@@ -249,7 +266,7 @@ class EmbeddedEngine:
                 progress("starting vLLM (CPU)", elapsed)
             time.sleep(1.0)
 
-    def _stop_pid(self, pid: int, grace_s: float = 30.0) -> None:
+    def _stop_pid(self, pid: int, grace_s: float = 15.0) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s

@@ -9,7 +9,10 @@ afterwards, on the stored copy. One connection per request (``Connection: close`
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import struct
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -38,12 +41,43 @@ class PeerClosed(Exception):
     """The server closed the connection before the response ended."""
 
 
-class _StampingProtocol(asyncio.Protocol):
+class _Receiver:
+    """Collects stamped segments; ``take()`` hands them to the reading task in batches."""
+
     def __init__(self) -> None:
         self.segments: list[Segment] = []
         self.closed = False
-        self.close_error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _mark_closed(self) -> None:
+        self.closed = True
+        self._wake()
+
+    async def take(self) -> list[Segment]:
+        """All segments received since the last call; waits for at least one, or for the close."""
+        while not self.segments and not self.closed:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+        taken, self.segments = self.segments, []
+        return taken
+
+    async def send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _StampingProtocol(_Receiver, asyncio.Protocol):
+    """For TLS: stamps in ``data_received``, before anything else happens to the bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -55,27 +89,80 @@ class _StampingProtocol(asyncio.Protocol):
         self._wake()
 
     def eof_received(self) -> bool:
-        self.closed = True
-        self._wake()
+        self._mark_closed()
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.close_error = exc
+        self._mark_closed()
+
+    async def send(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class _KernelStampedSocket(_Receiver):
+    """For plain TCP: the kernel's receive time of the bytes (SO_TIMESTAMPNS), read with recvmsg.
+
+    The kernel stamps each packet as it lands, so a busy event loop reading it late does not move
+    the stamp. Kernel stamps are CLOCK_REALTIME; they are moved onto perf_counter_ns's clock with
+    the offset read at the same moment. Where the kernel gives no stamp, the read time is used.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        read_ns = time.perf_counter_ns()
+        while not self.closed:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(_RECV_BYTES, _ANC_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self._stop_reading()
+                break
+            if not data:
+                self._stop_reading()
+                break
+            self.segments.append(Segment(_kernel_ns(ancillary, read_ns), data))
         self._wake()
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+    def _stop_reading(self) -> None:
+        self._loop.remove_reader(self.sock.fileno())
+        self._mark_closed()
 
-    async def take(self) -> list[Segment]:
-        """All segments received since the last call; waits for at least one or close."""
-        while not self.segments and not self.closed:
-            self._waiter = asyncio.get_running_loop().create_future()
-            await self._waiter
-            self._waiter = None
-        taken, self.segments = self.segments, []
-        return taken
+    async def send(self, data: bytes) -> None:
+        await self._loop.sock_sendall(self.sock, data)
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            if not self.closed:
+                self._loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+        self.closed = True
+
+
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_TIMESPEC = struct.Struct("qq")
+_RECV_BYTES = 256 * 1024
+_ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
+KERNEL_STAMPS = sys.platform.startswith("linux")
+
+
+def _kernel_ns(ancillary: list[tuple[int, int, bytes]], read_ns: int) -> int:
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            offset = time.time_ns() - time.perf_counter_ns()
+            return min(read_ns, int(sec) * 1_000_000_000 + int(nsec) - offset)
+    return read_ns
 
 
 @dataclass(slots=True)
@@ -91,7 +178,7 @@ class HTTPStream:
     """An open response: its status line and an iterator over stamped body segments."""
 
     start: ResponseStart
-    _protocol: _StampingProtocol
+    _protocol: _Receiver
     _conn: h11.Connection
     _read_timeout: float
     _leftover: list[Segment] = field(default_factory=list)
@@ -132,11 +219,10 @@ class HTTPStream:
         return out
 
     def close(self) -> None:
-        if self._protocol.transport is not None:
-            self._protocol.transport.close()
+        self._protocol.close()
 
 
-async def _take_with_timeout(protocol: _StampingProtocol, timeout: float) -> list[Segment]:
+async def _take_with_timeout(protocol: _Receiver, timeout: float) -> list[Segment]:
     try:
         async with asyncio.timeout(timeout):
             return await protocol.take()
@@ -171,11 +257,9 @@ async def post_stream(
 ) -> HTTPStream:
     """Open a connection, POST ``body`` and return once the response headers are in."""
     scheme, host, port, path = split_url(url)
-    loop = asyncio.get_running_loop()
-    ssl_ctx = ssl.create_default_context() if scheme == "https" else None
     try:
         async with asyncio.timeout(connect_timeout):
-            _, protocol = await loop.create_connection(_StampingProtocol, host, port, ssl=ssl_ctx)
+            receiver = await _connect(scheme, host, port)
     except TimeoutError as exc:
         raise ConnectFailed(f"connect to {host}:{port} timed out after {connect_timeout:g} s") from exc
     except OSError as exc:
@@ -183,14 +267,33 @@ async def post_stream(
     conn = h11.Connection(our_role=h11.CLIENT)
     request = h11.Request(method="POST", target=path, headers=_headers(host, port, body, headers))
     wire = conn.send(request) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
-    assert protocol.transport is not None
-    protocol.transport.write(wire)
-    stamps.sent_ns = time.perf_counter_ns()
     try:
-        return await _read_head(protocol, conn, read_timeout)
+        await receiver.send(wire)
+        stamps.sent_ns = time.perf_counter_ns()
+        return await _read_head(receiver, conn, read_timeout)
     except BaseException:
-        protocol.transport.close()
+        receiver.close()
         raise
+
+
+async def _connect(scheme: str, host: str, port: int) -> _Receiver:
+    loop = asyncio.get_running_loop()
+    if scheme == "https" or not KERNEL_STAMPS:
+        ssl_ctx = ssl.create_default_context() if scheme == "https" else None
+        _, protocol = await loop.create_connection(_StampingProtocol, host, port, ssl=ssl_ctx)
+        return protocol
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        await loop.sock_connect(sock, address)
+    except BaseException:
+        sock.close()
+        raise
+    return _KernelStampedSocket(sock)
 
 
 def _headers(host: str, port: int, body: bytes, extra: dict[str, str]) -> list[tuple[str, str]]:
@@ -206,7 +309,7 @@ def _headers(host: str, port: int, body: bytes, extra: dict[str, str]) -> list[t
     return list(headers.items())
 
 
-async def _read_head(protocol: _StampingProtocol, conn: h11.Connection, read_timeout: float) -> HTTPStream:
+async def _read_head(protocol: _Receiver, conn: h11.Connection, read_timeout: float) -> HTTPStream:
     first_byte_ns: int | None = None
     while True:
         segments = await _take_with_timeout(protocol, read_timeout)

