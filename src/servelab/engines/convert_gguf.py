@@ -39,7 +39,7 @@ def convert(out_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
     # transformers refuses to save a GGUF-loaded model until its quantizer marker is gone
-    model.hf_quantizer = None
+    setattr(model, "hf_quantizer", None)  # noqa: B010 (typed as a module by transformers)
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(tmp)
