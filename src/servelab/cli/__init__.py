@@ -15,7 +15,7 @@ __all__ = ["app", "main"]
 def main(argv: list[str] | None = None) -> int:
     """Entry point; a :class:`ServelabError` becomes a message and an exit code, never a traceback."""
     try:
-        app(args=argv, prog_name="servelab", standalone_mode=False)
+        code = app(args=argv, prog_name="servelab", standalone_mode=False)
     except ServelabError as exc:
         err = Console(stderr=True)
         err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, click.exceptions.Abort):
             return 1
         raise
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from servelab._version import __version__
-from servelab.cli import check, engine, pending, runs
+from servelab.cli import check, engine, pending, plan, runs
 
 app = typer.Typer(
     name="servelab",
@@ -30,6 +30,7 @@ def root(
 
 
 app.command("check")(check.check)
+app.command("plan")(plan.plan)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 pending.register(app)

@@ -9,7 +9,6 @@ import typer
 from servelab.core.errors import NotBuiltYet
 
 PENDING: dict[str, str] = {
-    "plan": "will this model fit this GPU, at this context and concurrency, next to other services",
     "bench": "speed on your workloads, side by side",
     "eval": "capability by axis: strict vs semantic, tools, code, needle, repo repair",
     "coexist": "does a long prefill make streaming voice stutter",

@@ -1,0 +1,173 @@
+"""`servelab plan MODEL`: will it fit, how many sessions, which gpu_memory_utilization."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import typer
+from rich.table import Table
+
+from servelab.cli._common import JsonOption, console, print_json
+from servelab.core.errors import UsageError
+from servelab.plan import GPUS, PlanRequest, gpu, make_plan, parse_size, preset_names, resolve_model
+from servelab.plan.budget import Plan, compare_with
+from servelab.plan.calibrate import Comparison, read_reported
+from servelab.plan.quant import GIB, QUANTS
+
+
+def parse_tokens(text: str) -> int:
+    """'64k' → 65536, '128K' → 131072, '32768' → 32768."""
+    t = text.strip().lower()
+    try:
+        return int(float(t[:-1]) * 1024) if t.endswith("k") else int(t)
+    except ValueError:
+        raise UsageError(f"cannot read a token count from {text!r}", hint="like 64k or 32768") from None
+
+
+def parse_alongside(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, size = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--alongside wants NAME=SIZE (like tts=7GiB), got {item!r}")
+        out[name] = parse_size(size)
+    return out
+
+
+def plan(
+    model: str = typer.Argument(
+        ...,
+        help="A preset (see 'servelab plan list'), a folder or config.json, or org/name "
+        "in the local Hugging Face cache.",
+    ),
+    gpu_key: str = typer.Option("h100-80gb", "--gpu", help=f"One of: {', '.join(GPUS)}."),
+    gpu_mem: str | None = typer.Option(None, "--gpu-mem", help="GPU memory instead of --gpu, like 96GiB."),
+    context: str = typer.Option("32k", "--context", help="Tokens per session (max_model_len), like 64k."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Concurrent sessions at that context."),
+    quant: str = typer.Option("bf16", "--quant", help=f"Weights: {', '.join(QUANTS)}."),
+    kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto (16-bit), fp8, q8_0, q4_0."),
+    alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
+    headroom: str = typer.Option("0GiB", "--headroom", help="Memory to leave free besides the co-tenants."),
+    engine: str = typer.Option("vllm", "--engine", help="vllm, sglang or llamacpp."),
+    util: float | None = typer.Option(
+        None, "--gpu-memory-utilization", min=0.05, max=1.0, help="Judge this setting instead of choosing one."
+    ),
+    weights: str | None = typer.Option(None, "--weights", help="Weight memory, when you know it (like 67GiB)."),
+    kv_pool: str | None = typer.Option(
+        None,
+        "--kv-pool",
+        help="A fixed KV memory (vLLM --kv-cache-memory-bytes, or VLLM_CPU_KVCACHE_SPACE for its CPU build).",
+    ),
+    block_size: int | None = typer.Option(None, "--block-size", help="KV block size (vLLM: 16 on GPU, 128 on CPU)."),
+    batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
+    calibrate: str | None = typer.Option(
+        None,
+        "--calibrate",
+        help="A running vLLM's URL or start-up log: show its reported KV capacity beside the prediction.",
+    ),
+    json_out: bool = JsonOption,
+) -> None:
+    """Will MODEL fit this GPU at this context and concurrency, next to its co-tenants?"""
+    if model == "list":
+        _list_presets(json_out)
+        return
+    card = None if gpu_mem else gpu(gpu_key)
+    request = PlanRequest(
+        gpu_name=card.key if card else f"{gpu_mem} GPU",
+        gpu_bytes=parse_size(gpu_mem) if gpu_mem else card.memory_bytes,  # type: ignore[union-attr]
+        bandwidth_gbs=card.bandwidth_gbs if card else None,
+        context=parse_tokens(context),
+        concurrency=concurrency,
+        quant=quant.lower(),
+        kv_dtype=kv_dtype.lower(),
+        engine=engine,
+        alongside=parse_alongside(alongside),
+        headroom=parse_size(headroom),
+        gpu_memory_utilization=util,
+        weights_bytes=parse_size(weights) if weights else None,
+        kv_pool_bytes=parse_size(kv_pool) if kv_pool else None,
+        max_num_batched_tokens=batched_tokens,
+        block_size=block_size or (128 if engine == "vllm-cpu" else 16),
+    )
+    resolved = resolve_model(model)
+    result = make_plan(resolved, request)
+    comparison = compare_with(resolved, request, result, read_reported(calibrate)) if calibrate else None
+    if json_out:
+        data = result.to_dict()
+        if comparison:
+            data["calibration"] = asdict(comparison) | {"rules_error_blocks": comparison.rules_error_blocks}
+        print_json(data)
+    else:
+        show_plan(result)
+        if comparison:
+            show_comparison(comparison)
+    if not result.fits:
+        raise typer.Exit(3)
+
+
+def show_comparison(c: Comparison) -> None:
+    r = c.reported
+    table = Table("calibration", "predicted", "reported", title=f"beside {r.source}", title_justify="left")
+    if r.available_bytes is not None:
+        table.add_row("KV memory", _gib(c.predicted_pool_bytes), _gib(r.available_bytes))
+    if r.num_blocks is not None:
+        table.add_row("blocks", "-", f"{r.num_blocks:,} x {r.block_size}")
+    same = f"{c.predicted_tokens_same_pool:,}" if c.predicted_tokens_same_pool is not None else "-"
+    table.add_row("KV cache size, same KV memory", same, f"{r.tokens:,}" if r.tokens else "-")
+    table.add_row("KV cache size, planned KV memory", f"{c.predicted_tokens:,}", f"{r.tokens:,}" if r.tokens else "-")
+    if c.rules_error_blocks is not None:
+        table.caption = f"capacity rules off by {c.rules_error_blocks:+.2f} blocks of {c.tokens_per_block} tokens"
+    console().print(table)
+
+
+def _list_presets(json_out: bool) -> None:
+    names = preset_names()
+    if json_out:
+        print_json(names)
+        return
+    for name in names:
+        console().print(name)
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.2f} GiB"
+
+
+def show_plan(p: Plan) -> None:
+    out = console()
+    colour = "green" if p.fits else "red"
+    out.print(f"[bold {colour}]{p.model}: {p.verdict}[/]")
+    for reason in p.reasons:
+        out.print(f"  [red]-[/] {reason}")
+    table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
+    table.add_row("weights", f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
+    table.add_row("engine overhead (estimate)", _gib(p.overhead_bytes))
+    table.add_row("KV / state pool", _gib(p.kv_pool_bytes))
+    table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
+    util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
+    table.add_row(
+        "gpu_memory_utilization", f"{p.util_chosen:.2f} (needs >= {util_min}, co-tenants allow <= {p.util_max:.2f})"
+    )
+    out.print(table)
+    cache = Table("cache", "value", title_justify="left")
+    cache.add_row("parameters", f"{p.total_params / 1e9:,.2f}B total, {p.active_params / 1e9:,.2f}B active")
+    cache.add_row("KV per token (growing layers)", f"{p.kv_bytes_per_token / 1024:,.2f} KiB")
+    if p.state_bytes_per_sequence:
+        cache.add_row("recurrent state per sequence", f"{p.state_bytes_per_sequence / 2**20:,.1f} MiB")
+    cache.add_row("one session at the context", _gib(p.capacity.bytes_per_sequence))
+    cache.add_row("engine's KV cache size", f"{p.capacity.tokens:,} tokens")
+    cache.add_row("max concurrent sessions", f"{p.capacity.max_sequences:.2f}")
+    cache.add_row("rule", p.capacity.rule)
+    out.print(cache)
+    d = p.decode
+    if d.tok_s_short:
+        out.print(
+            f"single-stream decode ceiling: {d.tok_s_short:,.0f} tok/s at 1K context, "
+            f"{d.tok_s_long:,.0f} tok/s at the full context (bytes read per token / bandwidth)"
+        )
+    if d.experts_touched:
+        touched = ", ".join(f"B={b}: {n:.0f}" for b, n in d.experts_touched.items())
+        out.print(f"experts read per MoE layer by a batch of B: {touched}")
+    out.print(f"[bold]command:[/] {p.command}")
+    for note in p.notes:
+        out.print(f"[dim]note: {note}[/]")

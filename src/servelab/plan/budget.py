@@ -1,0 +1,266 @@
+"""The plan: will MODEL fit this GPU at this context and concurrency, next to its co-tenants?"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from servelab.core.errors import UsageError
+from servelab.plan.calibrate import Comparison, Reported
+from servelab.plan.engines import Capacity, llamacpp_capacity, sglang_capacity, vllm_capacity, vllm_overhead
+from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes
+from servelab.plan.resolve import Resolved
+from servelab.plan.vllm_rules import VllmOptions, vllm_layout
+
+UTIL_STEP = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    gpu_name: str
+    gpu_bytes: int
+    bandwidth_gbs: float | None
+    context: int
+    concurrency: int
+    quant: str
+    kv_dtype: str
+    engine: str = "vllm"
+    alongside: dict[str, int] = field(default_factory=dict)
+    headroom: int = 0
+    gpu_memory_utilization: float | None = None  # None: choose one
+    weights_bytes: int | None = None  # override
+    max_num_batched_tokens: int = 8192
+    block_size: int = 16  # vLLM's default on GPUs; its CPU build uses 128
+    kv_pool_bytes: int | None = None  # a fixed KV memory (--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE)
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeCeiling:
+    bytes_per_token_short: int
+    bytes_per_token_long: int
+    tok_s_short: float | None
+    tok_s_long: float | None
+    experts_touched: dict[int, float]  # batch size -> expected distinct experts per MoE layer
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    model: str
+    gpu: str
+    engine: str
+    fits: bool
+    verdict: str
+    reasons: list[str]
+    weights: WeightEstimate
+    overhead_bytes: int
+    cotenant_bytes: int
+    headroom_bytes: int
+    gpu_bytes: int
+    util_min: float | None  # smallest gpu_memory_utilization that holds the requested concurrency
+    util_max: float  # largest that leaves the co-tenants their memory
+    util_chosen: float
+    kv_pool_bytes: int
+    capacity: Capacity
+    kv_bytes_per_token: float
+    state_bytes_per_sequence: int
+    total_params: int
+    active_params: int
+    decode: DecodeCeiling
+    command: str
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["weights"]["gib"] = self.weights.gib
+        return data
+
+
+def weights_for(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
+    if req.weights_bytes is not None:
+        return WeightEstimate(req.weights_bytes, "given with --weights")
+    known = resolved.meta.get("checkpoints", {}).get(req.quant)
+    if known:
+        return WeightEstimate(int(known["gib"] * GIB), f"checkpoint size: {known['source']}")
+    if resolved.weights_bytes is not None:
+        return WeightEstimate(resolved.weights_bytes, resolved.weights_source)
+    return estimate_weights(resolved.spec, req.quant)
+
+
+def _expected_experts(experts: int, per_token: int, batch: int) -> float:
+    return experts * (1 - (1 - per_token / experts) ** batch)
+
+
+def decode_ceiling(resolved: Resolved, weights: WeightEstimate, req: PlanRequest) -> DecodeCeiling:
+    spec = resolved.spec
+    active_share = spec.active_params / spec.total_params
+    active_bytes = weights.bytes * active_share
+    kv = spec.kv_bytes_per_token(kv_dtype_bytes(req.kv_dtype), context=req.context)
+    state = spec.state_bytes_per_sequence()
+    short, long = int(active_bytes + state + kv * 1024), int(active_bytes + state + kv * req.context)
+    bw = req.bandwidth_gbs * 1e9 if req.bandwidth_gbs else None
+    touched = {}
+    if spec.moe:
+        touched = {b: _expected_experts(spec.moe.num_experts, spec.moe.experts_per_token, b) for b in (1, 4, 16, 64)}
+    return DecodeCeiling(short, long, bw / short if bw else None, bw / long if bw else None, touched)
+
+
+def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
+    spec, kvb = resolved.spec, kv_dtype_bytes(req.kv_dtype)
+    if req.engine in ("vllm", "vllm-cpu"):
+        return vllm_capacity(spec, _vllm_opts(req), pool, req.engine)
+    if req.engine == "sglang":
+        return sglang_capacity(spec, req.context, kvb, pool)
+    if req.engine == "llamacpp":
+        return llamacpp_capacity(spec, req.context * req.concurrency, req.concurrency, kvb, pool)
+    raise UsageError(f"unknown engine {req.engine!r}", hint="vllm, sglang or llamacpp")
+
+
+def _util_floor(value: float) -> float:
+    return math.floor(value / UTIL_STEP + 1e-9) * UTIL_STEP
+
+
+def _util_ceil(value: float) -> float:
+    return math.ceil(value / UTIL_STEP - 1e-9) * UTIL_STEP
+
+
+def _vllm_opts(req: PlanRequest) -> VllmOptions:
+    return VllmOptions(
+        max_model_len=req.context,
+        kv_dtype_bytes=kv_dtype_bytes(req.kv_dtype),
+        block_size=req.block_size,
+        max_num_batched_tokens=req.max_num_batched_tokens,
+    )
+
+
+def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Reported) -> Comparison:
+    """Set the plan beside what a running vLLM reported about itself."""
+    if reported.max_model_len:
+        req = replace(req, context=reported.max_model_len)
+    if reported.block_size:
+        req = replace(req, block_size=reported.block_size)
+    layout = vllm_layout(resolved.spec, _vllm_opts(req))
+    same_pool: int | None = None
+    if reported.available_bytes is not None:
+        same_pool = layout.capacity_tokens(reported.available_bytes)
+    elif reported.num_blocks is not None:
+        same_pool = int(reported.num_blocks / layout.blocks_per_request * layout.max_model_len)
+    return Comparison(reported, same_pool, plan.kv_pool_bytes, plan.capacity.tokens, layout.groups[0].block_size)
+
+
+def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
+    spec = resolved.spec
+    weights = weights_for(resolved, req)
+    overhead = vllm_overhead(weights.bytes) if req.engine.startswith("vllm") else int(0.5 * GIB)
+    cotenants = sum(req.alongside.values())
+    util_max = _util_floor((req.gpu_bytes - cotenants - req.headroom) / req.gpu_bytes)
+    probe = _capacity(resolved, req, GIB)
+    need_pool = probe.bytes_per_sequence * req.concurrency
+    util_min_raw = (weights.bytes + overhead + need_pool) / req.gpu_bytes
+    util_min = _util_ceil(util_min_raw) if util_min_raw <= 1 else None
+    chosen = req.gpu_memory_utilization or (util_min if util_min is not None and util_min <= util_max else util_max)
+    pool = req.kv_pool_bytes or max(0, int(chosen * req.gpu_bytes) - weights.bytes - overhead)
+    capacity = _capacity(resolved, req, pool)
+    fits, reasons = _judge(req, weights, overhead, util_min, util_max, chosen, capacity)
+    return Plan(
+        model=spec.name,
+        gpu=req.gpu_name,
+        engine=req.engine,
+        fits=fits,
+        verdict=_verdict(req, fits, capacity),
+        reasons=reasons,
+        weights=weights,
+        overhead_bytes=overhead,
+        cotenant_bytes=cotenants,
+        headroom_bytes=req.headroom,
+        gpu_bytes=req.gpu_bytes,
+        util_min=util_min,
+        util_max=util_max,
+        util_chosen=chosen,
+        kv_pool_bytes=pool,
+        capacity=capacity,
+        kv_bytes_per_token=spec.kv_bytes_per_token(kv_dtype_bytes(req.kv_dtype)),
+        state_bytes_per_sequence=spec.state_bytes_per_sequence(),
+        total_params=spec.total_params,
+        active_params=spec.active_params,
+        decode=decode_ceiling(resolved, weights, req),
+        command=command_line(resolved, req, chosen),
+        notes=_notes(resolved, req),
+    )
+
+
+def _judge(
+    req: PlanRequest,
+    weights: WeightEstimate,
+    overhead: int,
+    util_min: float | None,
+    util_max: float,
+    chosen: float,
+    capacity: Capacity,
+) -> tuple[bool, list[str]]:
+    reasons: list[str] = []
+    gib = req.gpu_bytes / GIB
+    if weights.bytes + overhead > chosen * req.gpu_bytes:
+        reasons.append(
+            f"weights {weights.gib:.1f} GiB + engine overhead {overhead / GIB:.1f} GiB exceed "
+            f"{chosen:.2f} x {gib:.1f} GiB"
+        )
+    if util_min is None:
+        reasons.append(f"{req.concurrency} x {req.context:,} tokens need more than the whole GPU")
+    elif util_min > util_max:
+        reasons.append(
+            f"holding {req.concurrency} x {req.context:,} tokens needs gpu_memory_utilization >= "
+            f"{util_min:.2f}, but the co-tenants and headroom leave at most {util_max:.2f}"
+        )
+    if capacity.max_sequences < req.concurrency:
+        reasons.append(
+            f"at {chosen:.2f} the KV pool holds {capacity.max_sequences:.2f} sequences of "
+            f"{req.context:,} tokens, fewer than {req.concurrency}"
+        )
+    if req.gpu_memory_utilization and req.gpu_memory_utilization > util_max:
+        reasons.append(
+            f"gpu_memory_utilization {req.gpu_memory_utilization:.2f} leaves the co-tenants less "
+            f"than they need (at most {util_max:.2f})"
+        )
+    return not reasons, reasons
+
+
+def _verdict(req: PlanRequest, fits: bool, capacity: Capacity) -> str:
+    seqs = math.floor(capacity.max_sequences + 1e-9)
+    ctx = f"{req.context // 1024}K" if req.context % 1024 == 0 else f"{req.context:,}"
+    head = "fits" if fits else "does not fit"
+    return f"{head}: {seqs} concurrent session{'s' if seqs != 1 else ''} at {ctx} on {req.gpu_name}"
+
+
+def _notes(resolved: Resolved, req: PlanRequest) -> list[str]:
+    notes = []
+    spec = resolved.spec
+    if spec.config_quant and spec.config_quant != req.quant:
+        notes.append(f"config.json declares {spec.config_quant} weights; planned as {req.quant}")
+    if spec.count("linear") or spec.count("mamba"):
+        notes.append("recurrent layers hold a constant state per sequence; vLLM pads it to one attention page")
+    if req.engine.startswith("vllm"):
+        notes.append("engine overhead (activations, CUDA graphs, non-torch) is an estimate: check it with --calibrate")
+    return notes
+
+
+def command_line(resolved: Resolved, req: PlanRequest, util: float) -> str:
+    model = resolved.spec.name
+    if req.engine.startswith("vllm"):
+        parts = [
+            f"vllm serve {model}",
+            f"--max-model-len {req.context}",
+            f"--max-num-seqs {req.concurrency}",
+            f"--gpu-memory-utilization {util:.2f}",
+        ]
+        if req.kv_dtype.startswith("fp8"):
+            parts.append(f"--kv-cache-dtype {req.kv_dtype}")
+        return " ".join(parts)
+    if req.engine == "sglang":
+        return (
+            f"python -m sglang.launch_server --model-path {model} --context-length {req.context} "
+            f"--max-running-requests {req.concurrency} --mem-fraction-static {util:.2f}"
+            + (" --kv-cache-dtype fp8_e4m3" if req.kv_dtype.startswith("fp8") else "")
+        )
+    kv = "" if req.kv_dtype in ("bf16", "fp16", "auto") else f" -ctk {req.kv_dtype} -ctv {req.kv_dtype} -fa on"
+    return f"llama-server -m MODEL.gguf -c {req.context * req.concurrency} -np {req.concurrency} -ngl 999{kv}"

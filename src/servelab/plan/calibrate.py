@@ -1,0 +1,99 @@
+"""Read a running engine's own KV capacity (its log or /metrics) to set beside the plan."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from servelab.core.errors import UsageError
+from servelab.plan.quant import GIB
+
+_SIZE = re.compile(r"(GPU|CPU|XPU)[^\n]*KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache")
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+_INFO = re.compile(r"^vllm:cache_config_info\{(.*)\}", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    source: str
+    tokens: int | None = None
+    max_model_len: int | None = None
+    max_concurrency: float | None = None
+    available_bytes: int | None = None  # the KV memory the engine decided on
+    weights_bytes: int | None = None
+    num_blocks: int | None = None
+    block_size: int | None = None
+
+
+def _num(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_log(text: str, source: str = "log") -> Reported:
+    """vLLM's start-up lines: KV cache size, maximum concurrency, available KV memory, weights."""
+    size, conc = _SIZE.findall(text), _CONCURRENCY.findall(text)
+    avail = _AVAILABLE.findall(text) or _EXPLICIT.findall(text)
+    weights = _WEIGHTS.findall(text)
+    if not size:
+        raise UsageError(f"no 'KV cache size: N tokens' line in {source}: is it a vLLM start-up log?")
+    return Reported(
+        source=source,
+        tokens=_num(size[-1][1]),
+        max_model_len=_num(conc[-1][0]) if conc else None,
+        max_concurrency=float(conc[-1][1]) if conc else None,
+        available_bytes=int(float(avail[-1]) * GIB) if avail else None,
+        weights_bytes=int(float(weights[-1]) * GIB) if weights else None,
+    )
+
+
+def parse_metrics(text: str, source: str = "/metrics") -> Reported:
+    """vLLM's ``cache_config_info`` gauge: num_gpu_blocks and block_size."""
+    match = _INFO.search(text)
+    if not match:
+        raise UsageError(f"no vllm:cache_config_info in {source}: is it a vLLM server?")
+    labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+    blocks = labels.get("num_gpu_blocks")
+    block_size = labels.get("block_size")
+    return Reported(
+        source=source,
+        num_blocks=int(blocks) if blocks and blocks.isdigit() else None,
+        block_size=int(block_size) if block_size and block_size.isdigit() else None,
+    )
+
+
+def read_reported(where: str) -> Reported:
+    if where.startswith(("http://", "https://")):
+        url = where.rstrip("/").removesuffix("/v1")
+        try:
+            text = httpx.get(url + "/metrics", timeout=10).text
+        except httpx.HTTPError as exc:
+            raise UsageError(f"cannot read {url}/metrics: {exc}") from exc
+        return parse_metrics(text, url + "/metrics")
+    path = Path(where)
+    try:
+        return parse_log(path.read_text(errors="replace"), str(path))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Predicted beside reported: the rules (same pool → same tokens) and the budget (pool size)."""
+
+    reported: Reported
+    predicted_tokens_same_pool: int | None  # our rules applied to the engine's own KV memory
+    predicted_pool_bytes: int  # our budget's KV memory
+    predicted_tokens: int  # our budget's capacity
+    tokens_per_block: int
+
+    @property
+    def rules_error_blocks(self) -> float | None:
+        if self.predicted_tokens_same_pool is None or self.reported.tokens is None:
+            return None
+        return (self.predicted_tokens_same_pool - self.reported.tokens) / self.tokens_per_block

@@ -1,0 +1,280 @@
+"""config.json → :class:`ModelSpec`, for the architecture families servelab knows.
+
+An architecture whose cache layout is not understood fails closed with
+:class:`UnknownArchitecture` rather than producing a wrong number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.core.errors import UsageError
+from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown
+
+Config = Mapping[str, Any]
+
+MLA_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32"}
+GDN_TYPES = {"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"}
+STANDARD_TYPES = {
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen2_moe",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "laguna",
+    "phi3",
+    "granite",
+    "olmo2",
+    "gpt_oss",
+    "starcoder2",
+    "cohere",
+    "glm4_moe",
+}
+ATTENTION_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
+
+
+class UnknownArchitecture(UsageError):
+    """servelab does not know this architecture's cache layout: no number beats a wrong number."""
+
+
+def text_config(config: Config) -> Config:
+    """The language model's part of a config: ``text_config`` merged over the top level."""
+    inner = config.get("text_config") or config.get("language_config")
+    if isinstance(inner, Mapping):
+        merged = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
+        merged.update(inner)
+        return merged
+    return config
+
+
+def _model_type(config: Config) -> str:
+    return str(config.get("model_type") or "").lower()
+
+
+def _get(cfg: Config, *names: str, default: Any = None) -> Any:
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    return default
+
+
+@dataclass(frozen=True, slots=True)
+class _Heads:
+    q: int
+    kv: int
+    head_dim: int
+    head_dim_v: int
+
+
+def _heads(cfg: Config, layer: int) -> _Heads:
+    hidden = int(cfg["hidden_size"])
+    per_layer = cfg.get("num_attention_heads_per_layer")
+    q = int(per_layer[layer]) if per_layer else int(cfg["num_attention_heads"])
+    kv = int(_get(cfg, "num_key_value_heads", "num_kv_heads", default=cfg["num_attention_heads"]))
+    head_dim = int(_get(cfg, "head_dim", default=hidden // int(cfg["num_attention_heads"])))
+    return _Heads(q, kv, head_dim, int(_get(cfg, "v_head_dim", default=head_dim)))
+
+
+def layer_kinds(cfg: Config) -> list[str]:
+    """Per-layer attention kind: full, sliding or linear."""
+    n = int(cfg["num_hidden_layers"])
+    declared = cfg.get("layer_types")
+    if declared:
+        kinds = []
+        for i, name in enumerate(declared[:n]):
+            if name not in ATTENTION_KINDS:
+                raise UnknownArchitecture(
+                    f"layer {i} has attention type {name!r}, whose cache servelab does not model yet"
+                )
+            kinds.append(ATTENTION_KINDS[name])
+        return kinds
+    mtype = _model_type(cfg)
+    if cfg.get("full_attention_interval") and mtype in GDN_TYPES:
+        every = int(cfg["full_attention_interval"])
+        return ["full" if (i + 1) % every == 0 else "linear" for i in range(n)]
+    if mtype in ("gemma3", "gemma3_text"):
+        pattern = int(cfg.get("sliding_window_pattern", 6))
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(n)]
+    if mtype == "gemma2":
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    if _uses_sliding_everywhere(cfg):
+        return ["sliding"] * n
+    return ["full"] * n
+
+
+def _uses_sliding_everywhere(cfg: Config) -> bool:
+    window = cfg.get("sliding_window")
+    if not window:
+        return False
+    if "use_sliding_window" in cfg:
+        return bool(cfg["use_sliding_window"])
+    return _model_type(cfg) in ("mistral", "mixtral", "starcoder2")
+
+
+def _cache_layer(cfg: Config, kind: str, index: int) -> CacheLayer:
+    if _model_type(cfg) in MLA_TYPES:
+        latent = int(cfg["kv_lora_rank"]) + int(cfg["qk_rope_head_dim"])
+        return CacheLayer("mla", latent_dim=latent)
+    if kind == "linear":
+        return _gdn_layer(cfg)
+    heads = _heads(cfg, index)
+    window = int(cfg["sliding_window"]) if kind == "sliding" else None
+    return CacheLayer(kind, heads.kv, heads.head_dim, heads.head_dim_v, window=window)  # type: ignore[arg-type]
+
+
+def _gdn_dims(cfg: Config) -> tuple[int, int, int, int]:
+    """(key_dim, value_dim, num_value_heads, conv kernel) of a gated-delta-net layer."""
+    nk, nv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
+    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
+    return nk * dk, nv * dv, nv, int(cfg.get("linear_conv_kernel_dim", 4))
+
+
+def _gdn_layer(cfg: Config) -> CacheLayer:
+    if _model_type(cfg) not in GDN_TYPES:
+        raise UnknownArchitecture(f"linear-attention layers of {_model_type(cfg)!r} are not modelled yet")
+    key_dim, value_dim, nv, kernel = _gdn_dims(cfg)
+    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
+    ssm_dtype = str(cfg.get("mamba_ssm_dtype") or "")
+    return CacheLayer(
+        "linear",
+        conv_state=(kernel - 1) * (2 * key_dim + value_dim),
+        ssm_state=nv * dk * dv,
+        ssm_dtype_bytes=4 if ssm_dtype == "float32" else None,
+    )
+
+
+# -- parameters ----------------------------------------------------------------------------------
+
+
+def _attention_params(cfg: Config, kind: str, index: int) -> int:
+    hidden = int(cfg["hidden_size"])
+    if _model_type(cfg) in MLA_TYPES:
+        return _mla_params(cfg)
+    if kind == "linear":
+        key_dim, value_dim, nv, kernel = _gdn_dims(cfg)
+        conv_dim = 2 * key_dim + value_dim
+        return hidden * (2 * key_dim + 2 * value_dim + 2 * nv) + conv_dim * kernel + value_dim * hidden
+    h = _heads(cfg, index)
+    q_out = h.q * h.head_dim
+    if cfg.get("attn_output_gate"):
+        q_out *= 2  # query and its output gate come from one projection
+    gate = hidden * h.q if str(cfg.get("gating", "")).startswith("per") else 0
+    return hidden * q_out + hidden * h.kv * (h.head_dim + h.head_dim_v) + h.q * h.head_dim_v * hidden + gate
+
+
+def _mla_params(cfg: Config) -> int:
+    hidden, nq = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+    nope, rope, v = int(cfg["qk_nope_head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["v_head_dim"])
+    kv_rank, q_rank = int(cfg["kv_lora_rank"]), cfg.get("q_lora_rank")
+    q = hidden * nq * (nope + rope) if not q_rank else hidden * q_rank + q_rank * nq * (nope + rope)
+    kv = hidden * (kv_rank + rope) + kv_rank * nq * (nope + v)
+    return q + kv + nq * v * hidden
+
+
+def _moe_layout(cfg: Config) -> tuple[int, int, int, int, list[bool]] | None:
+    """(experts, per token, expert size, shared size, which layers are MoE) or None for a dense model."""
+    n = int(cfg["num_hidden_layers"])
+    experts = _get(cfg, "n_routed_experts", "num_local_experts", "num_experts")
+    if not experts:
+        return None
+    per_tok = int(_get(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk"))
+    mtype = _model_type(cfg)
+    size = int(cfg["intermediate_size"]) if mtype in ("mixtral", "gpt_oss") else int(cfg["moe_intermediate_size"])
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if cfg.get("n_shared_experts"):
+        shared = int(cfg["n_shared_experts"]) * size
+    is_moe = [True] * n
+    dense_first = int(cfg.get("first_k_dense_replace") or 0)
+    dense_set = set(cfg.get("mlp_only_layers") or [])
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    for i in range(n):
+        if i < dense_first or i in dense_set or (i + 1) % step != 0:
+            is_moe[i] = False
+    return int(experts), per_tok, size, shared, is_moe
+
+
+def _gated_mlp(hidden: int, inner: int) -> int:
+    return 3 * hidden * inner
+
+
+def param_breakdown(cfg: Config, kinds: list[str]) -> tuple[ParamBreakdown, MoESpec | None]:
+    hidden, vocab = int(cfg["hidden_size"]), int(cfg["vocab_size"])
+    tied = bool(cfg.get("tie_word_embeddings", False))
+    attention = sum(_attention_params(cfg, kind, i) for i, kind in enumerate(kinds))
+    layout = _moe_layout(cfg)
+    dense_inner = int(cfg.get("intermediate_size") or 0)
+    if layout is None:
+        mlp_dense, routed, shared_total, moe = _gated_mlp(hidden, dense_inner) * len(kinds), 0, 0, None
+    else:
+        experts, per_tok, size, shared, is_moe = layout
+        moe_layers = sum(is_moe)
+        expert = _gated_mlp(hidden, size)
+        mlp_dense = _gated_mlp(hidden, dense_inner) * (len(kinds) - moe_layers)
+        routed = experts * expert * moe_layers
+        shared_per_layer = _gated_mlp(hidden, shared) + hidden * experts + (hidden if shared else 0)
+        shared_total = shared_per_layer * moe_layers
+        moe = MoESpec(experts, per_tok, expert, moe_layers, shared_per_layer)
+    other = hidden * (2 * len(kinds) + 1)
+    return ParamBreakdown(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp_dense=mlp_dense,
+        moe_routed=routed,
+        moe_shared=shared_total,
+        other=other,
+    ), moe
+
+
+def _config_quant(cfg: Config) -> str | None:
+    q = cfg.get("quantization_config")
+    if not isinstance(q, Mapping):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method in ("gptq", "awq") or q.get("bits") == 4:
+        return "int4"
+    if method in ("modelopt", "modelopt_fp4") or "fp4" in str(q.get("quant_algo", "")).lower():
+        return "nvfp4"
+    if method == "mxfp4":
+        return "mxfp4"
+    if "fp8" in method or q.get("fmt") in ("e4m3", "float8_e4m3fn"):
+        return "fp8"
+    return method or None
+
+
+def spec_from_config(config: Config, *, name: str = "", source: str = "") -> ModelSpec:
+    """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model."""
+    cfg = text_config(config)
+    mtype = _model_type(cfg)
+    if mtype not in STANDARD_TYPES | MLA_TYPES | GDN_TYPES:
+        raise UnknownArchitecture(
+            f"architecture {mtype or '(no model_type)'!r} is not one servelab can model yet",
+            hint=f"known: {', '.join(sorted(STANDARD_TYPES | MLA_TYPES | GDN_TYPES))}",
+        )
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        if key not in cfg:
+            raise UsageError(f"config.json has no {key!r}: is it a language model's config?")
+    kinds = layer_kinds(cfg)
+    params, moe = param_breakdown(cfg, kinds)
+    archs = config.get("architectures") or [mtype]
+    return ModelSpec(
+        name=name or str(cfg.get("_name_or_path") or archs[0]),
+        architecture=str(archs[0]),
+        model_type=mtype,
+        hidden_size=int(cfg["hidden_size"]),
+        vocab_size=int(cfg["vocab_size"]),
+        max_position=int(cfg.get("max_position_embeddings") or 0),
+        layers=tuple(_cache_layer(cfg, kind, i) for i, kind in enumerate(kinds)),
+        params=params,
+        moe=moe,
+        config_quant=_config_quant(config) or _config_quant(cfg),
+        source=source,
+    )

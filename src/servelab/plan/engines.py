@@ -1,0 +1,100 @@
+"""Per-engine capacity: how much KV/state memory an engine gets, and how many tokens that holds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from servelab.plan.spec import ModelSpec
+from servelab.plan.vllm_rules import VllmLayout, VllmOptions, vllm_layout
+
+EngineName = Literal["vllm", "vllm-cpu", "sglang", "llamacpp"]
+GIB = 2**30
+
+# Memory vLLM takes besides weights and KV: activation peak of the profile run, non-torch memory
+# (CUDA context, NCCL, allocator) and CUDA graphs. Fitted to two H200 starts of vLLM 0.25.1
+# (shared/gpu/logs: SmolLM2-135M 1.10 GiB, Laguna S 2.1 FP8 5.44 GiB) and checked against more
+# architectures in docs/plan-calibration.md. It is the least certain term of a plan.
+VLLM_MIN_OVERHEAD = int(1.1 * GIB)
+VLLM_OVERHEAD_PER_WEIGHT = 0.05
+# SGLang reserves activation memory out of (1 - mem_fraction_static); llama.cpp compute buffers.
+LLAMACPP_COMPUTE_BUFFER = int(0.5 * GIB)
+
+
+def vllm_overhead(weights_bytes: int) -> int:
+    return max(VLLM_MIN_OVERHEAD, int(VLLM_OVERHEAD_PER_WEIGHT * weights_bytes))
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What one engine can hold in ``pool_bytes`` of KV/state memory."""
+
+    engine: str
+    pool_bytes: int
+    tokens: int  # the engine's own "KV cache size" figure
+    max_sequences: float  # concurrent sequences of the full context length
+    bytes_per_sequence: int  # at the context length
+    rule: str
+
+
+def vllm_capacity(spec: ModelSpec, opts: VllmOptions, pool_bytes: int, engine: str = "vllm") -> Capacity:
+    layout: VllmLayout = vllm_layout(spec, opts)
+    return Capacity(
+        engine=engine,
+        pool_bytes=pool_bytes,
+        tokens=layout.capacity_tokens(pool_bytes),
+        max_sequences=layout.max_concurrency(pool_bytes),
+        bytes_per_sequence=layout.blocks_per_request * layout.bytes_per_block,
+        rule=(
+            f"{len(layout.groups)} cache group(s), block {layout.groups[0].block_size} tokens, "
+            f"{layout.bytes_per_block:,} B per block, {layout.blocks_per_request} blocks per "
+            f"{opts.max_model_len:,}-token request"
+        ),
+    )
+
+
+def sglang_capacity(spec: ModelSpec, context: int, kv_bytes: float, pool_bytes: int, model_bytes: int = 2) -> Capacity:
+    """SGLang's token pool: page size 1; sliding layers kept whole unless its SWA pool is enabled;
+    recurrent state in a separate pool of fixed-size slots."""
+    per_token = sum(layer.kv_bytes_per_token(kv_bytes) for layer in spec.layers)
+    state = spec.state_bytes_per_sequence(model_bytes)
+    per_seq = int(per_token * context + state)
+    tokens = int(pool_bytes // per_token) if per_token else 0
+    return Capacity(
+        "sglang",
+        pool_bytes,
+        tokens,
+        pool_bytes / per_seq if per_seq else math.inf,
+        per_seq,
+        "token pool, page 1; sliding layers counted whole (no --enable-hybrid-swa-memory)",
+    )
+
+
+def llamacpp_capacity(
+    spec: ModelSpec,
+    context: int,
+    parallel: int,
+    kv_bytes: float,
+    pool_bytes: int,
+    swa_full: bool = False,
+    model_bytes: int = 2,
+) -> Capacity:
+    """llama-server: -c N is split across -np slots; SWA layers keep only their window per slot
+    (padded to 256) unless --swa-full; the cache is allocated whole at start."""
+    per_slot = context // max(1, parallel)
+    full = sum(layer.kv_bytes_per_token(kv_bytes) for layer in spec.layers if layer.kind != "sliding")
+    swa = 0.0
+    for layer in spec.layers:
+        if layer.kind == "sliding" and layer.window:
+            kept = per_slot if swa_full else min(per_slot, 256 * math.ceil((layer.window + 1) / 256))
+            swa += layer.kv_bytes_per_token(kv_bytes) * kept
+    per_seq = int(full * per_slot + swa + spec.state_bytes_per_sequence(model_bytes))
+    return Capacity(
+        "llamacpp",
+        pool_bytes,
+        per_slot * parallel,
+        pool_bytes / per_seq if per_seq else math.inf,
+        per_seq,
+        f"-c {context} split over -np {parallel}: {per_slot} tokens per slot",
+    )

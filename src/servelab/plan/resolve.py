@@ -1,0 +1,95 @@
+"""MODEL → config: a bundled preset, a local folder or config.json, or the local Hugging Face cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from servelab.core.errors import UsageError
+from servelab.plan.config import spec_from_config
+from servelab.plan.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    spec: ModelSpec
+    meta: dict[str, Any] = field(default_factory=dict)  # preset notes: source, known checkpoint sizes
+    weights_bytes: int | None = None  # exact, from local safetensors headers
+    weights_source: str = ""
+
+
+def preset_names() -> list[str]:
+    folder = resources.files("servelab.plan") / "presets"
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_preset(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    path = resources.files("servelab.plan") / "presets" / f"{name}.json"
+    if not path.is_file():
+        raise UsageError(f"no preset {name!r}", hint=f"presets: {', '.join(preset_names())}")
+    config = json.loads(path.read_text())
+    return config, config.pop("_servelab", {})
+
+
+def _hf_cache_config(name: str) -> Path | None:
+    hub = Path(
+        os.environ.get("HF_HUB_CACHE")
+        or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    )
+    snapshots = hub / f"models--{name.replace('/', '--')}" / "snapshots"
+    configs = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return configs[0] if configs else None
+
+
+def safetensors_bytes(folder: Path) -> int | None:
+    """Exact tensor bytes from the safetensors headers in ``folder`` (no tensor data is read)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for path in files:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        for key, info in header.items():
+            if key != "__metadata__":
+                start, end = info["data_offsets"]
+                total += end - start
+    return total
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} is not a JSON object")
+    return data
+
+
+def resolve_model(model: str) -> Resolved:
+    if model in preset_names():
+        config, meta = load_preset(model)
+        return Resolved(spec_from_config(config, name=model, source=meta.get("source", "")), meta)
+    path = Path(model).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        spec = spec_from_config(_read_json(path / "config.json"), name=path.name, source=str(path))
+        exact = safetensors_bytes(path)
+        return Resolved(spec, {}, exact, "safetensors headers" if exact else "")
+    if path.is_file():
+        return Resolved(spec_from_config(_read_json(path), name=path.stem, source=str(path)))
+    cached = _hf_cache_config(model) if "/" in model else None
+    if cached is not None:
+        spec = spec_from_config(_read_json(cached), name=model, source=f"HF cache {cached.parent}")
+        exact = safetensors_bytes(cached.parent)
+        return Resolved(spec, {}, exact, "safetensors headers" if exact else "")
+    raise UsageError(
+        f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache",
+        hint=f"presets: {', '.join(preset_names())}",
+    )
