@@ -226,10 +226,10 @@ def _judge(
 
 
 def _verdict(req: PlanRequest, fits: bool, capacity: Capacity) -> str:
-    seqs = math.floor(capacity.max_sequences + 1e-9)
+    held = math.floor(capacity.max_sequences * 10 + 1e-9) / 10
     ctx = f"{req.context // 1024}K" if req.context % 1024 == 0 else f"{req.context:,}"
-    head = "fits" if fits else "does not fit"
-    return f"{head}: {seqs} concurrent session{'s' if seqs != 1 else ''} at {ctx} on {req.gpu_name}"
+    head = "fits" if fits else f"does not fit {req.concurrency}"
+    return f"{head}: holds {held:g} session{'s' if held != 1 else ''} of {ctx} on {req.gpu_name}"
 
 
 def _notes(resolved: Resolved, req: PlanRequest) -> list[str]:
