@@ -24,8 +24,9 @@ def test_the_readme_has_the_seed_examples() -> None:
 
 
 @pytest.mark.parametrize(("command", "first_line"), examples())
-def test_readme_plan_example(command: str, first_line: str, capsys: pytest.CaptureFixture[str],
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_plan_example(
+    command: str, first_line: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     main(shlex.split(command)[1:])
     assert capsys.readouterr().out.splitlines()[0] == first_line
