@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from servelab._version import __version__
-from servelab.cli import check, engine, pending, plan, runs
+from servelab.cli import bench, check, engine, pending, plan, runs
 
 app = typer.Typer(
     name="servelab",
@@ -31,6 +31,8 @@ def root(
 
 app.command("check")(check.check)
 app.command("plan")(plan.plan)
+app.command("bench")(bench.bench)
+app.command("compare")(bench.compare)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 pending.register(app)

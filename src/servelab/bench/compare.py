@@ -1,0 +1,80 @@
+"""Targets side by side, per scenario: medians with bootstrap intervals, a mark where they differ."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from servelab.core.records import RequestRecord
+from servelab.core.stats import Interval, bootstrap_median_interval
+from servelab.core.summary import stream_tok_s, summarize, ttft_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    n: int
+    ok: int
+    tok_s: Interval | None  # per-stream decode tok/s, median
+    ttft_ms: Interval | None  # median
+    aggregate_tok_s: float
+    cached_tokens: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    scenario: str
+    cells: dict[str, Cell]  # target -> cell
+    differs: dict[str, bool]  # "tok_s" / "ttft_ms" -> intervals of the first two targets disjoint
+
+
+def _interval(values: list[float]) -> Interval | None:
+    return bootstrap_median_interval(values, resamples=2000) if values else None
+
+
+def cell(records: Sequence[RequestRecord]) -> Cell:
+    ok = [r for r in records if r.ok]
+    speeds = [v for v in (stream_tok_s(r) for r in ok) if v is not None]
+    ttfts = [v for v in (ttft_ms(r) for r in ok) if v is not None]
+    cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    return Cell(
+        len(records),
+        len(ok),
+        _interval(speeds),
+        _interval(ttfts),
+        summarize(records).aggregate_tok_s,
+        max(cached) if cached else None,
+    )
+
+
+def _disjoint(a: Interval | None, b: Interval | None) -> bool:
+    return a is not None and b is not None and (a.high < b.low or b.high < a.low)
+
+
+def side_by_side(records: Sequence[RequestRecord]) -> list[Row]:
+    grouped: dict[str, dict[str, list[RequestRecord]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        grouped[r.scenario][r.target].append(r)
+    rows = []
+    for scenario, by_target in grouped.items():
+        cells = {target: cell(recs) for target, recs in by_target.items()}
+        first = list(cells.values())[:2]
+        differs = {"tok_s": False, "ttft_ms": False}
+        if len(first) == 2:
+            differs = {
+                "tok_s": _disjoint(first[0].tok_s, first[1].tok_s),
+                "ttft_ms": _disjoint(first[0].ttft_ms, first[1].ttft_ms),
+            }
+        rows.append(Row(scenario, cells, differs))
+    return rows
+
+
+def rows_to_dicts(rows: list[Row]) -> list[dict[str, Any]]:
+    return [
+        {"scenario": r.scenario, "differs": r.differs, "targets": {t: c.to_dict() for t, c in r.cells.items()}}
+        for r in rows
+    ]

@@ -1,0 +1,133 @@
+"""Scrape an engine's Prometheus /metrics during a run, on the client's perf_counter timeline.
+
+vLLM names its series ``vllm:...``, SGLang ``sglang:...``, llama.cpp ``llamacpp:...``; names drift between
+versions, so the derived figures look a series up by several names and report what they found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+PREFIXES = ("vllm:", "sglang:", "llamacpp:")
+
+# figure -> candidate sample names, first found wins
+SERIES: dict[str, tuple[str, ...]] = {
+    "kv_usage": (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "sglang:token_usage",
+        "llamacpp:kv_cache_usage_ratio",
+    ),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+    "spec_drafted": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "generation_tokens": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    at_ns: int  # client perf_counter_ns, midpoint of the scrape
+    values: dict[str, float]  # sample name (labels summed) -> value
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Engine series from a Prometheus exposition, summed over labels."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(PREFIXES) and not sample.name.endswith(("_bucket", "_created")):
+                out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
+    return out
+
+
+def figure(values: dict[str, float], name: str) -> float | None:
+    for candidate in SERIES[name]:
+        if candidate in values:
+            return values[candidate]
+    return None
+
+
+@dataclass
+class Scraper:
+    """Background task: GET /metrics every ``interval`` seconds until stopped."""
+
+    url: str
+    interval: float = 0.5
+    samples: list[Sample] = field(default_factory=list)
+    error: str | None = None
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> list[Sample]:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return self.samples
+
+    async def _loop(self) -> None:
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            while True:
+                await self.scrape_once(http)
+                await asyncio.sleep(self.interval)
+
+    async def scrape_once(self, http: httpx.AsyncClient) -> None:
+        before = time.perf_counter_ns()
+        try:
+            resp = await http.get(self.url)
+            values = parse_metrics(resp.text) if resp.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            return
+        if values:
+            self.samples.append(Sample((before + time.perf_counter_ns()) // 2, values))
+        elif self.error is None:
+            self.error = f"HTTP {resp.status_code} or no engine series at {self.url}"
+
+
+def _delta(samples: list[Sample], name: str) -> float | None:
+    seen = [v for v in (figure(s.values, name) for s in samples) if v is not None]
+    return seen[-1] - seen[0] if len(seen) >= 2 else None
+
+
+def derive(samples: list[Sample]) -> dict[str, Any]:
+    """Run-level figures from the series: peak KV usage and queue, prefix-cache hit rate, speculative
+    decoding acceptance rate and mean accepted length (with a loud flag for an acceptance of 0)."""
+    out: dict[str, Any] = {"samples": len(samples)}
+    for name in ("kv_usage", "running", "waiting"):
+        seen = [v for v in (figure(s.values, name) for s in samples) if v is not None]
+        out[f"{name}_max"] = max(seen) if seen else None
+    hits, queries = _delta(samples, "prefix_hits"), _delta(samples, "prefix_queries")
+    out["prefix_hit_rate"] = hits / queries if hits is not None and queries else None
+    accepted, drafted, drafts = (_delta(samples, n) for n in ("spec_accepted", "spec_drafted", "spec_drafts"))
+    out["spec_acceptance_rate"] = accepted / drafted if accepted is not None and drafted else None
+    out["spec_mean_accepted_length"] = 1 + accepted / drafts if accepted is not None and drafts else None
+    out["spec_warning"] = (
+        "draft acceptance 0.00: speculative decoding is a pure slowdown here" if drafted and not accepted else None
+    )
+    return out
+
+
+def series(samples: Iterable[Sample], name: str, t0_ns: int) -> list[tuple[float, float]]:
+    """(seconds since t0, value) for one figure: the time series a plot wants."""
+    return [((s.at_ns - t0_ns) / 1e9, v) for s in samples if (v := figure(s.values, name)) is not None]

@@ -1,0 +1,165 @@
+"""Drive a scenario against a target: closed-loop concurrency or an open-loop rate, records as they finish."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servelab.bench.scenarios import Scenario
+from servelab.core.records import RequestRecord
+from servelab.engines.client import ClientOptions, StreamClient
+
+Sink = Callable[[RequestRecord], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    requests: int = 5  # measured requests per scenario and target
+    concurrency: int | None = None  # None: the scenario's own
+    rate: float | None = None  # requests per second, open loop
+    arrival: Literal["poisson", "constant"] = "poisson"
+    duration_s: float | None = None  # stop scheduling after this long
+    warmup: int = 1
+    max_tokens: int | None = None
+    prefix_tokens: int | None = None
+    fixed_output: bool = True  # ignore_eos + min_tokens, where the engine allows
+    seed: int = 0
+    max_consecutive_errors: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    url: str
+    model: str
+    api_key: str | None = None
+
+
+@dataclass
+class ScenarioResult:
+    target: str
+    scenario: str
+    records: list[RequestRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    stopped_early: str | None = None
+
+
+def payload(target: Target, scenario: Scenario, messages: list[dict[str, str]], load: Load) -> dict[str, Any]:
+    max_tokens = load.max_tokens or scenario.max_tokens
+    body: dict[str, Any] = {"model": target.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    if load.fixed_output:
+        body.update(ignore_eos=True, min_tokens=max_tokens)  # vLLM / SGLang extensions; others ignore them
+    return body
+
+
+class ScenarioRun:
+    """One scenario on one target, recording every finished request through ``sink``."""
+
+    def __init__(self, target: Target, scenario: Scenario, load: Load, sink: Sink, run_nonce: str) -> None:
+        self.target, self.scenario, self.load, self.sink = target, scenario, load, sink
+        self.nonce = run_nonce
+        self.client = StreamClient(target.url, target=target.name, options=ClientOptions(api_key=target.api_key))
+        self.result = ScenarioResult(target.name, scenario.name)
+        self._errors_in_row = 0
+
+    def _record(self, label: str) -> RequestRecord:
+        return self.client.new_record("chat", scenario=label)
+
+    async def _one(self, index: int, scheduled_ns: int | None, *, nonce: str, label: str, keep: bool) -> RequestRecord:
+        messages = self.scenario.messages(index, nonce)
+        record = self._record(label)
+        await self.client.send(
+            "chat", payload(self.target, self.scenario, messages, self.load), record=record, scheduled_ns=scheduled_ns
+        )
+        if keep:
+            self.result.records.append(record)
+            self.sink(record)
+            self._errors_in_row = self._errors_in_row + 1 if record.error else 0
+        return record
+
+    def _unique(self, index: int) -> str:
+        return f"{self.nonce}-{self.target.name}-{self.scenario.name}-{index}"
+
+    async def run(self) -> ScenarioResult:
+        for i in range(self.load.warmup):
+            await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
+        if self.scenario.cache == "cold-then-warm":
+            await self._cold_then_warm()
+        elif self.load.rate:
+            await self._open_loop()
+        else:
+            await self._closed_loop(self.load.concurrency or self.scenario.concurrency)
+        self._check_cache()
+        return self.result
+
+    async def _closed_loop(self, concurrency: int) -> None:
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(self.load.requests):
+            queue.put_nowait(i)
+        deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
+
+        async def worker() -> None:
+            while not queue.empty() and not self._should_stop(deadline):
+                i = queue.get_nowait()
+                await self._one(i, time.perf_counter_ns(), nonce=self._unique(i), label=self.scenario.name, keep=True)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+    async def _open_loop(self) -> None:
+        """Requests at scheduled times regardless of completions; latency also counts from the schedule."""
+        rng = random.Random(self.load.seed)
+        rate = float(self.load.rate or 1.0)
+        start = time.perf_counter_ns()
+        offset, tasks = 0.0, []
+        deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
+        for i in range(self.load.requests):
+            if self._should_stop(deadline):
+                break
+            due = start + int(offset * 1e9)
+            await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
+            tasks.append(
+                asyncio.create_task(self._one(i, due, nonce=self._unique(i), label=self.scenario.name, keep=True))
+            )
+            offset += rng.expovariate(rate) if self.load.arrival == "poisson" else 1.0 / rate
+        await asyncio.gather(*tasks)
+
+    async def _cold_then_warm(self) -> None:
+        for i in range(self.load.requests):
+            nonce = self._unique(i)
+            await self._one(2 * i, time.perf_counter_ns(), nonce=nonce, label=f"{self.scenario.name}:cold", keep=True)
+            await self._one(
+                2 * i + 1, time.perf_counter_ns(), nonce=nonce, label=f"{self.scenario.name}:warm", keep=True
+            )
+
+    def _should_stop(self, deadline: float | None) -> bool:
+        if self._errors_in_row >= self.load.max_consecutive_errors:
+            self.result.stopped_early = f"stopped early: {self._errors_in_row} errors in a row"
+            return True
+        return deadline is not None and time.monotonic() > deadline
+
+    def _check_cache(self) -> None:
+        for r in self.result.records:
+            if r.error:
+                continue
+            if not r.scenario.endswith(":warm") and r.cached_tokens:
+                self.result.warnings.append(
+                    f"{r.request_id}: {r.cached_tokens} prompt tokens came from the prefix cache on a cold request"
+                )
+            if r.scenario.endswith(":warm") and r.cached_tokens is not None and r.cached_tokens == 0:
+                self.result.warnings.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
+        if self.load.fixed_output:
+            short = [r for r in self.result.records if r.ok and r.finish_reason not in (None, "length")]
+            if short:
+                self.result.warnings.append(
+                    f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
+                    "honour ignore_eos/min_tokens, output lengths vary"
+                )
+
+
+def new_nonce() -> str:
+    return uuid.uuid4().hex[:10]

@@ -1,0 +1,193 @@
+"""`servelab bench` and `servelab compare`: targets side by side on the seed workloads."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from servelab.bench import Load, expand, resolve_targets, run_bench, scenario_names
+from servelab.bench.compare import Row, rows_to_dicts, side_by_side
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
+from servelab.core.errors import UsageError
+from servelab.core.records import RequestRecord
+from servelab.core.stats import Interval
+
+
+def parse_target(spec: str) -> tuple[str, str]:
+    name, sep, url = spec.partition("=")
+    if not sep or not name or not url.startswith(("http://", "https://")):
+        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
+    return name, url
+
+
+def bench(
+    target: list[str] = typer.Option(..., "--target", help="NAME=URL of an OpenAI-compatible server; repeat."),
+    scenario: list[str] = typer.Option(
+        ["seed-000"],
+        "--scenario",
+        help=f"seed-000 (= code-chat, character-chat, studio-enhance, concurrent-4), "
+        f"one of {', '.join(scenario_names())}, or a .jsonl/ShareGPT file; repeat.",
+    ),
+    requests: int = typer.Option(5, "--requests", min=1, help="Measured requests per scenario and target."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
+    rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
+    arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Unrecorded requests before each step."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Override output tokens."),
+    prefix_tokens: int | None = typer.Option(None, "--prefix-tokens", help="Override a long-prefix scenario's length."),
+    duration: float | None = typer.Option(None, "--duration", help="Stop scheduling after this many seconds."),
+    order: str = typer.Option("interleaved", "--order", help="interleaved (scenario by scenario) or sequential."),
+    csv_out: Path | None = typer.Option(None, "--csv", help="Also write the side-by-side table as CSV."),
+    store: Path | None = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Speed on the seed workloads, every target side by side, with intervals and a mark where they differ."""
+    if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
+        raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
+    targets = resolve_targets([parse_target(t) for t in target])
+    load = Load(
+        requests=requests,
+        concurrency=concurrency,
+        rate=rate,
+        arrival=arrival,  # type: ignore[arg-type]
+        warmup=warmup,
+        max_tokens=max_tokens,
+        prefix_tokens=prefix_tokens,
+        duration_s=duration,
+    )
+    out = console()
+
+    def step(target_name: str, scenario_name: str) -> None:
+        if not json_out:
+            out.print(f"[dim]{scenario_name} on {target_name}...[/]")
+
+    with open_store(store) as db:
+        result = run_bench(
+            db,
+            targets,
+            expand(scenario),
+            load,
+            order=order,
+            on_step=step,
+            args={"targets": target, "scenarios": scenario, "requests": requests},
+        )
+    if csv_out:
+        write_csv(result.rows, csv_out)
+    if json_out:
+        print_json(
+            {
+                "run_id": result.run_id,
+                "rows": rows_to_dicts(result.rows),
+                "metrics": result.metrics,
+                "warnings": result.warnings,
+            }
+        )
+        return
+    out.print(compare_table(result.rows, f"bench {result.run_id}"))
+    for target_name, derived in result.metrics.items():
+        out.print(
+            f"[dim]{target_name} /metrics: {derived['samples']} samples, KV usage max "
+            f"{_pct(derived.get('kv_usage_max'))}, running max {derived.get('running_max')}, "
+            f"prefix hit rate {_pct(derived.get('prefix_hit_rate'))}[/]"
+        )
+    for warning in result.warnings:
+        out.print(f"[yellow]warning:[/] {warning}")
+
+
+def compare(
+    run_a: str = typer.Argument(..., help="A bench run (id, prefix or 'latest')."),
+    run_b: str = typer.Argument(..., help="Another bench run."),
+    store: Path | None = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Two stored bench runs side by side (targets renamed RUN:TARGET)."""
+    records: list[RequestRecord] = []
+    with open_store(store) as db:
+        for run in (run_a, run_b):
+            info = db.get_run(run)
+            for r in db.records(info.run_id):
+                r.target = f"{info.run_id[-6:]}:{r.target}"
+                records.append(r)
+    rows = side_by_side(records)
+    if json_out:
+        print_json(rows_to_dicts(rows))
+    else:
+        console().print(compare_table(rows, f"{run_a} vs {run_b}"))
+
+
+def _pct(value: object) -> str:
+    return f"{value * 100:.1f}%" if isinstance(value, float) else "-"
+
+
+def _iv(iv: Interval | None, digits: int = 1) -> str:
+    if iv is None:
+        return "-"
+    return f"{iv.estimate:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+
+
+def compare_table(rows: list[Row], title: str) -> Table:
+    targets = list(dict.fromkeys(t for row in rows for t in row.cells))
+    table = Table(
+        "scenario",
+        *[f"{t}\ntok/s | TTFT ms | agg tok/s" for t in targets],
+        title=title,
+        title_justify="left",
+        caption="median [95% bootstrap interval]; * the first two targets' intervals do not overlap",
+    )
+    for row in rows:
+        cells = []
+        for t in targets:
+            c = row.cells.get(t)
+            if c is None:
+                cells.append("-")
+                continue
+            mark_s = "*" if row.differs["tok_s"] else ""
+            mark_t = "*" if row.differs["ttft_ms"] else ""
+            err = f" ({c.n - c.ok} failed)" if c.ok < c.n else ""
+            cells.append(f"{_iv(c.tok_s)}{mark_s}\n{_iv(c.ttft_ms)}{mark_t}\n{c.aggregate_tok_s:.1f}{err}")
+        table.add_row(row.scenario, *cells)
+    return table
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "scenario",
+                "target",
+                "n",
+                "ok",
+                "tok_s_median",
+                "tok_s_low",
+                "tok_s_high",
+                "ttft_ms_median",
+                "ttft_ms_low",
+                "ttft_ms_high",
+                "aggregate_tok_s",
+                "cached_tokens",
+            ]
+        )
+        for row in rows:
+            for target, c in row.cells.items():
+                writer.writerow(
+                    [
+                        row.scenario,
+                        target,
+                        c.n,
+                        c.ok,
+                        *_triple(c.tok_s),
+                        *_triple(c.ttft_ms),
+                        round(c.aggregate_tok_s, 3),
+                        "" if c.cached_tokens is None else c.cached_tokens,
+                    ]
+                )
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def _triple(iv: Interval | None) -> list[object]:
+    return ["", "", ""] if iv is None else [round(iv.estimate, 3), round(iv.low, 3), round(iv.high, 3)]
