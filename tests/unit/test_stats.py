@@ -54,3 +54,17 @@ def test_bootstrap_median_interval_matches_theory_and_is_seeded() -> None:
     expected_width = 2 * 1.96 * 1.2533 / math.sqrt(400)  # asymptotic SE of the median
     assert (iv.high - iv.low) == pytest.approx(expected_width, rel=0.3)
     assert bootstrap_median_interval(data, resamples=4000) == iv
+
+
+def test_mann_whitney_exact_known_values() -> None:
+    from servelab.core.stats import mann_whitney_p
+
+    # complete separation, 3 vs 3: one ordering of C(6,3)=20 in each tail -> p = 2/20
+    assert mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
+    # 5 vs 5 separated: 2/252
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    assert mann_whitney_p([1, 3, 5], [2, 4, 6]) > 0.5
+    # scipy.stats.mannwhitneyu(..., alternative="two-sided"): ties -> normal with tie and continuity correction
+    assert mann_whitney_p([1, 2, 3, 4], [3, 4, 5, 6]) == pytest.approx(0.1080634, abs=1e-6)
+    a, b = [1.5, 2.5, 3.1, 7, 8, 9.5, 10, 11], [4, 5, 6, 12, 13, 14, 15, 16, 17]
+    assert mann_whitney_p(a, b) == pytest.approx(0.0464007, abs=1e-6)  # scipy's exact p

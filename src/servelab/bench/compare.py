@@ -8,13 +8,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from servelab.core.records import RequestRecord
-from servelab.core.stats import Interval, bootstrap_median_interval
+from servelab.core.stats import Interval, bootstrap_median_interval, mann_whitney_p
 from servelab.core.summary import stream_tok_s, summarize, ttft_ms
 
 
 @dataclass(frozen=True, slots=True)
 class Cell:
     n: int
+    speeds: list[float]
+    ttfts: list[float]
     ok: int
     tok_s: Interval | None  # per-stream decode tok/s, median
     ttft_ms: Interval | None  # median
@@ -29,7 +31,7 @@ class Cell:
 class Row:
     scenario: str
     cells: dict[str, Cell]  # target -> cell
-    differs: dict[str, bool]  # "tok_s" / "ttft_ms" -> intervals of the first two targets disjoint
+    differs: dict[str, bool]  # "tok_s" / "ttft_ms" -> first two targets differ (Mann-Whitney p < 0.05)
 
 
 def _interval(values: list[float]) -> Interval | None:
@@ -42,17 +44,22 @@ def cell(records: Sequence[RequestRecord]) -> Cell:
     ttfts = [v for v in (ttft_ms(r) for r in ok) if v is not None]
     cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
     return Cell(
-        len(records),
-        len(ok),
-        _interval(speeds),
-        _interval(ttfts),
-        summarize(records).aggregate_tok_s,
-        max(cached) if cached else None,
+        n=len(records),
+        speeds=speeds,
+        ttfts=ttfts,
+        ok=len(ok),
+        tok_s=_interval(speeds),
+        ttft_ms=_interval(ttfts),
+        aggregate_tok_s=summarize(records).aggregate_tok_s,
+        cached_tokens=max(cached) if cached else None,
     )
 
 
-def _disjoint(a: Interval | None, b: Interval | None) -> bool:
-    return a is not None and b is not None and (a.high < b.low or b.high < a.low)
+ALPHA = 0.05
+
+
+def _differs(a: list[float], b: list[float]) -> bool:
+    return bool(a) and bool(b) and mann_whitney_p(a, b) < ALPHA
 
 
 def side_by_side(records: Sequence[RequestRecord]) -> list[Row]:
@@ -66,8 +73,8 @@ def side_by_side(records: Sequence[RequestRecord]) -> list[Row]:
         differs = {"tok_s": False, "ttft_ms": False}
         if len(first) == 2:
             differs = {
-                "tok_s": _disjoint(first[0].tok_s, first[1].tok_s),
-                "ttft_ms": _disjoint(first[0].ttft_ms, first[1].ttft_ms),
+                "tok_s": _differs(first[0].speeds, first[1].speeds),
+                "ttft_ms": _differs(first[0].ttfts, first[1].ttfts),
             }
         rows.append(Row(scenario, cells, differs))
     return rows

@@ -218,6 +218,7 @@ class EmbeddedEngine:
             str(s.max_model_len),
             "--dtype",
             "bfloat16",
+            "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens: warm vs cold
             *s.extra_args,
         ]
 

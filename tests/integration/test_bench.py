@@ -1,0 +1,66 @@
+"""servelab bench against the real embedded engine."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from servelab.bench import Load, expand, resolve_targets, run_bench
+from servelab.bench.metrics import figure
+from servelab.core.store import RunStore
+from servelab.core.summary import active_window_ns, ttft_ms
+from servelab.engines.embedded import EngineState
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> RunStore:
+    return RunStore(tmp_path / "runs.sqlite")
+
+
+def test_single_and_four_concurrent_streams_with_metrics_aligned(engine: EngineState, store: RunStore) -> None:
+    targets = resolve_targets([("embedded", engine.url)])
+    result = run_bench(
+        store, targets, expand(["code-chat", "concurrent-4"]), Load(requests=4, max_tokens=24), scrape_interval=0.2
+    )
+    single = [r for r in result.records if r.scenario == "code-chat"]
+    four = [r for r in result.records if r.scenario == "concurrent-4"]
+    assert len(single) == 4 and len(four) == 4 and all(r.ok for r in result.records)
+    assert all(r.completion_tokens == 24 for r in result.records)  # ignore_eos + min_tokens held the length
+    assert active_window_ns(four) < sum(r.end_ns - r.sent_ns for r in four)  # type: ignore[operator]
+    # the single-stream requests ran one at a time
+    ordered = sorted(single, key=lambda r: r.sent_ns or 0)
+    assert all(a.end_ns <= b.sent_ns for a, b in itertools.pairwise(ordered))  # type: ignore[operator]
+    stored = store.summaries(result.run_id)
+    metrics = stored["metrics/embedded"]
+    assert metrics["derived"]["samples"] >= 3
+    # aligned: while the four streams ran, the engine said it was running several requests
+    t0 = metrics["t0_ns"]
+    start, end = (min(r.sent_ns for r in four) - t0) / 1e9, (max(r.end_ns for r in four) - t0) / 1e9  # type: ignore[type-var,operator]
+    during = [v for t, v in metrics["series"]["running"] if start <= t <= end]
+    assert during and max(during) >= 2
+    assert stored["embedded/concurrent-4"]["ok"] == 4
+    assert {row["scenario"] for row in stored["compare"]["rows"]} == {"code-chat", "concurrent-4"}
+
+
+def test_cold_then_warm_prefix_verified_by_cached_tokens(engine: EngineState, store: RunStore) -> None:
+    targets = resolve_targets([("embedded", engine.url)])
+    result = run_bench(
+        store,
+        targets,
+        expand(["prefix-long"]),
+        Load(requests=1, max_tokens=4, prefix_tokens=2500, warmup=0),
+        scrape_interval=0.2,
+    )
+    (cold,) = [r for r in result.records if r.scenario == "prefix-long:cold"]
+    (warm,) = [r for r in result.records if r.scenario == "prefix-long:warm"]
+    assert cold.ok and warm.ok and cold.prompt_tokens == warm.prompt_tokens and cold.prompt_tokens > 2000  # type: ignore[operator]
+    assert cold.cached_tokens == 0
+    assert warm.cached_tokens is not None and warm.cached_tokens >= cold.prompt_tokens - 256  # type: ignore[operator]
+    assert warm.cached_tokens % 128 == 0  # whole CPU blocks
+    assert ttft_ms(warm) < ttft_ms(cold)  # type: ignore[operator]
+    assert not [w for w in result.warnings if "prefix cache" in w]
+    derived = result.metrics["embedded"]
+    assert derived["prefix_hit_rate"] is not None and derived["prefix_hit_rate"] > 0
+    assert figure({"vllm:prefix_cache_hits_total": 1.0}, "prefix_hits") == 1.0

@@ -1,0 +1,100 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.bench.compare import side_by_side
+from servelab.bench.metrics import Sample, derive, parse_metrics
+from servelab.bench.scenarios import expand, load_scenario, read_prompts
+from servelab.cli import main
+from servelab.core.errors import UsageError
+from servelab.core.records import RequestRecord
+
+EXPOSITION = """# HELP vllm:num_requests_running Number of requests running.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0"} %s
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0"} %s
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0"} %s
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{generation="0"} 5.0
+"""
+
+
+def test_metrics_parser_keeps_engine_series_only() -> None:
+    values = parse_metrics(EXPOSITION % (10, 4, 2))
+    assert values["vllm:num_requests_running"] == 3.0
+    assert not any(k.startswith("python_") for k in values)
+
+
+def test_speculative_decoding_acceptance_and_the_zero_flag() -> None:
+    good = derive(
+        [Sample(0, parse_metrics(EXPOSITION % (100, 40, 20))), Sample(1, parse_metrics(EXPOSITION % (400, 160, 80)))]
+    )
+    assert good["spec_acceptance_rate"] == pytest.approx(120 / 300)
+    assert good["spec_mean_accepted_length"] == pytest.approx(1 + 120 / 60)
+    assert good["spec_warning"] is None and good["running_max"] == 3.0
+    dead = derive(
+        [Sample(0, parse_metrics(EXPOSITION % (100, 0, 20))), Sample(1, parse_metrics(EXPOSITION % (400, 0, 80)))]
+    )
+    assert dead["spec_acceptance_rate"] == 0 and "acceptance 0.00" in dead["spec_warning"]
+
+
+def test_prompts_from_jsonl_and_sharegpt(tmp_path: Path) -> None:
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "a"}\n{"text": "b"}\n')
+    share = tmp_path / "s.json"
+    share.write_text(
+        json.dumps([{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}])
+    )
+    assert read_prompts(jsonl) == ["a", "b"] and read_prompts(share) == ["hi"]
+    scenario = load_scenario(str(jsonl))
+    assert scenario.messages(1, "")[-1]["content"] == "b"
+    (tmp_path / "bad.jsonl").write_text("{nope\n")
+    with pytest.raises(UsageError, match="neither JSONL"):
+        read_prompts(tmp_path / "bad.jsonl")
+
+
+def test_seed_000_expands_and_history_and_nonce_shape_the_chat() -> None:
+    names = [s.name for s in expand(["seed-000"])]
+    assert names == ["code-chat", "character-chat", "studio-enhance", "concurrent-4"]
+    chat = load_scenario("character-chat").messages(0, "run1")
+    assert chat[0]["content"].startswith("[run1] ") and len(chat) == 8
+    assert load_scenario("concurrent-4").concurrency == 4
+    with pytest.raises(UsageError, match="unknown scenario"):
+        load_scenario("nope")
+
+
+def _rec(target: str, first_ms: list[int]) -> list[RequestRecord]:
+    out = []
+    for i, ms in enumerate(first_ms):
+        chunks = [ms * 10**6 + k * 10 * 10**6 for k in range(11)]
+        out.append(
+            RequestRecord(
+                request_id=f"{target}{i}",
+                endpoint="chat",
+                scenario="s",
+                target=target,
+                sent_ns=0,
+                first_token_ns=chunks[0],
+                chunk_ns=chunks,
+                end_ns=chunks[-1],
+                completion_tokens=11,
+            )
+        )
+    return out
+
+
+def test_side_by_side_marks_a_difference_only_outside_the_noise() -> None:
+    (row,) = side_by_side(_rec("a", [100, 101, 99, 100, 102]) + _rec("b", [300, 298, 301, 299, 300]))
+    assert row.differs["ttft_ms"] and not row.differs["tok_s"]  # same decode speed, different TTFT
+    (same,) = side_by_side(_rec("a", [100, 300, 200]) + _rec("b", [110, 290, 210]))
+    assert not same.differs["ttft_ms"]
+
+
+def test_bench_cli_rejects_a_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--target", "nourl"]) == 2
+    assert "NAME=URL" in capsys.readouterr().err
