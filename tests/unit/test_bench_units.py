@@ -98,3 +98,20 @@ def test_side_by_side_marks_a_difference_only_outside_the_noise() -> None:
 def test_bench_cli_rejects_a_bad_target(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--target", "nourl"]) == 2
     assert "NAME=URL" in capsys.readouterr().err
+
+
+def test_prefix_is_fitted_with_the_targets_token_count() -> None:
+    import asyncio
+
+    from servelab.bench.runner import fit_filler
+
+    async def count(text: str) -> int:  # a tokenizer giving 2.1 tokens per word
+        return int(len(text.split()) * 2.1)
+
+    text, lines = asyncio.run(fit_filler(56000, "s", count))
+    assert lines is not None and abs(asyncio.run(count(text)) - 56000) <= 280
+
+    async def none(text: str) -> None:
+        return None
+
+    assert asyncio.run(fit_filler(1000, "s", none))[1] is None

@@ -6,11 +6,13 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from servelab.bench.scenarios import Scenario
+import httpx
+
+from servelab.bench.scenarios import Scenario, filler_text
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 
@@ -86,6 +88,8 @@ class ScenarioRun:
         return f"{self.nonce}-{self.target.name}-{self.scenario.name}-{index}"
 
     async def run(self) -> ScenarioResult:
+        if self.scenario.prefix_tokens:
+            await self._fit_prefix()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
         if self.scenario.cache == "cold-then-warm":
@@ -96,6 +100,27 @@ class ScenarioRun:
             await self._closed_loop(self.load.concurrency or self.scenario.concurrency)
         self._check_cache()
         return self.result
+
+    async def _fit_prefix(self) -> None:
+        """Size the long prefix with the target's own /tokenize; say so when it has none."""
+        target = self.scenario.prefix_tokens
+        text, lines = await fit_filler(target, self.scenario.name, await self._counter())
+        if lines is None:
+            self.result.warnings.append(f"no /tokenize on {self.target.name}: the {target}-token prefix is an estimate")
+        self.scenario = replace(self.scenario, prefix_text=text)
+
+    async def _counter(self) -> Callable[[str], Awaitable[int | None]]:
+        url = self.client.base.removesuffix("/v1") + "/tokenize"
+
+        async def count(text: str) -> int | None:
+            async with httpx.AsyncClient(timeout=60) as http:
+                try:
+                    resp = await http.post(url, json={"model": self.target.model, "prompt": text})
+                    return int(resp.json()["count"]) if resp.status_code == 200 else None
+                except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                    return None
+
+        return count
 
     async def _closed_loop(self, concurrency: int) -> None:
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -159,6 +184,20 @@ class ScenarioRun:
                     f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
                     "honour ignore_eos/min_tokens, output lengths vary"
                 )
+
+
+async def fit_filler(target: int, seed: str, count: Callable[[str], Awaitable[int | None]]) -> tuple[str, int | None]:
+    """Filler text of ``target`` tokens (within 0.5%) as ``count`` counts them; lines None when it cannot count."""
+    lines = max(1, target // 10)
+    for _ in range(4):
+        text = filler_text(0, seed, lines=lines)
+        got = await count(text)
+        if got is None:
+            return text, None
+        if abs(got - target) <= max(8, target // 200):
+            return text, lines
+        lines = max(1, round(lines * target / got))
+    return filler_text(0, seed, lines=lines), lines
 
 
 def new_nonce() -> str:

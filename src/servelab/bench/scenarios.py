@@ -50,12 +50,13 @@ class Scenario:
     prefix_tokens: int = 0  # a long shared document put before the question
     cache: str = "cold"  # "cold" (a unique prefix per request) or "cold-then-warm"
     prompts: tuple[str, ...] = field(default=())  # user prompts from a file, used in turn
+    prefix_text: str | None = None  # the long prefix, once fitted to prefix_tokens with the target's tokenizer
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""
         system = f"[{nonce}] {self.system}" if nonce else self.system
         if self.prefix_tokens:
-            system += "\n\n" + filler_text(self.prefix_tokens, seed=self.name)
+            system += "\n\n" + (self.prefix_text or filler_text(self.prefix_tokens, seed=self.name))
         messages = [{"role": "system", "content": system}] if system else []
         for user, assistant in self.history:
             messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
@@ -63,14 +64,15 @@ class Scenario:
         return [*messages, {"role": "user", "content": user}]
 
 
-def filler_text(approx_tokens: int, seed: str = "") -> str:
-    """Deterministic code-like text of about ``approx_tokens`` tokens (about one word per token)."""
+def filler_text(approx_tokens: int, seed: str = "", *, lines: int | None = None) -> str:
+    """Deterministic code-like text of about ``approx_tokens`` tokens (about one word per token), or of
+    exactly ``lines`` lines."""
     rng = random.Random(seed)
-    lines = []
-    for i in range(max(1, approx_tokens // 10)):
+    out = []
+    for i in range(lines if lines is not None else max(1, approx_tokens // 10)):
         words = " ".join(rng.choice(FILLER_WORDS) for _ in range(6))
-        lines.append(f"line {i}: {words}.")
-    return "\n".join(lines)
+        out.append(f"line {i}: {words}.")
+    return "\n".join(out)
 
 
 def _builtin() -> dict[str, dict[str, Any]]:
