@@ -104,6 +104,7 @@ def run_bench(
             if on_step:
                 on_step(target.name, scenario.name)
             res, got = asyncio.run(_run_target_scenario(target, scenario, load, sink, nonce, scrape_interval))
+            _warn_unintended_hits(res, scenario, got)
             result.results.append(res)
             samples[target.name] += got
             for label in sorted({r.scenario for r in res.records}):
@@ -119,6 +120,15 @@ def run_bench(
         store.put_summary(run_id, "compare", {"rows": rows_to_dicts(result.rows), "warnings": result.warnings})
         store.finish_run(run_id, status)
     return result
+
+
+def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any]) -> None:
+    """Where the server does not report cached tokens per request, its prefix-cache counters still tell."""
+    if scenario.cache != "cold" or any(r.cached_tokens is not None for r in res.records):
+        return
+    hits = derive(got).get("prefix_hit_rate")
+    if hits:
+        res.warnings.append(f"/metrics counted prefix-cache hits ({hits:.1%} of prompt tokens) during a cold scenario")
 
 
 def _store_metrics(store: RunStore, run_id: str, result: BenchResult, samples: dict[str, list[Any]]) -> None:

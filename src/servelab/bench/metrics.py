@@ -79,10 +79,14 @@ class Scraper:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> list[Sample]:
+        """Stop, after one last scrape: counters of the last request are published a moment after it ends."""
         if self._task:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            await asyncio.sleep(min(self.interval, 0.5))
+            async with httpx.AsyncClient(timeout=5.0) as http:
+                await self.scrape_once(http)
         return self.samples
 
     async def _loop(self) -> None:

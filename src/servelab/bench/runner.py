@@ -85,7 +85,8 @@ class ScenarioRun:
         return record
 
     def _unique(self, index: int) -> str:
-        return f"{self.nonce}-{self.target.name}-{self.scenario.name}-{index}"
+        """Random from its first character, so no prompt shares even one cache block with another."""
+        return f"{uuid.uuid4().hex[:12]} {index}"
 
     async def run(self) -> ScenarioResult:
         if self.scenario.prefix_tokens:
