@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from servelab.core.errors import UsageError
 from servelab.core.store import RunStore
 
 StoreOption = typer.Option(None, "--store", help="Run store file (default: $SERVELAB_HOME/runs.sqlite).")
@@ -25,3 +26,11 @@ def open_store(path: Path | None) -> RunStore:
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def parse_target(spec: str) -> tuple[str, str]:
+    """``NAME=URL`` → (name, url), with a clear message for anything else."""
+    name, sep, url = spec.partition("=")
+    if not sep or not name or not url.startswith(("http://", "https://")):
+        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
+    return name, url

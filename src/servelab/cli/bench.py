@@ -11,17 +11,10 @@ from rich.table import Table
 
 from servelab.bench import Load, expand, resolve_targets, run_bench, scenario_names
 from servelab.bench.compare import Row, rows_to_dicts, side_by_side
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
 from servelab.core.stats import Interval
-
-
-def parse_target(spec: str) -> tuple[str, str]:
-    name, sep, url = spec.partition("=")
-    if not sep or not name or not url.startswith(("http://", "https://")):
-        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
-    return name, url
 
 
 def bench(

@@ -7,19 +7,11 @@ from pathlib import Path
 import typer
 
 from servelab.check.smoke import run_smoke
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.cli.engine import start_with_progress
-from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
 from servelab.engines.embedded import EmbeddedEngine
 from servelab.report.console import summary_table
-
-
-def _parse_target(spec: str) -> tuple[str, str]:
-    name, sep, url = spec.partition("=")
-    if not sep or not name or not url.startswith(("http://", "https://")):
-        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
-    return name, url
 
 
 def check(
@@ -44,7 +36,7 @@ def check(
         name, url = "embedded", state.url
         out.print(f"embedded engine {'reused' if state.reused else 'started'} at {url} (log {state.log})")
     else:
-        name, url = _parse_target(target)
+        name, url = parse_target(target)
 
     def show(record: RequestRecord) -> None:
         if not json_out:
