@@ -129,6 +129,9 @@ def _list_presets(json_out: bool) -> None:
         console().print(name)
 
 
+SETTING = {"sglang": "mem_fraction_static (of free memory)", "llamacpp": "share of the GPU used"}
+
+
 def _gib(value: float) -> str:
     return f"{value / GIB:,.2f} GiB"
 
@@ -146,7 +149,8 @@ def show_plan(p: Plan) -> None:
     table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
     util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
     table.add_row(
-        "gpu_memory_utilization", f"{p.util_chosen:.2f} (needs >= {util_min}, co-tenants allow <= {p.util_max:.2f})"
+        SETTING.get(p.engine, "gpu_memory_utilization"),
+        f"{p.util_chosen:.2f} (needs >= {util_min}, co-tenants allow <= {p.util_max:.2f})",
     )
     out.print(table)
     cache = Table("cache", "value", title_justify="left")

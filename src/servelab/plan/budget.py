@@ -8,7 +8,14 @@ from typing import Any
 
 from servelab.core.errors import UsageError
 from servelab.plan.calibrate import Comparison, Reported
-from servelab.plan.engines import Capacity, llamacpp_capacity, sglang_capacity, vllm_capacity, vllm_overhead
+from servelab.plan.engines import (
+    LLAMACPP_COMPUTE_BUFFER,
+    Capacity,
+    llamacpp_capacity,
+    sglang_capacity,
+    vllm_capacity,
+    vllm_overhead,
+)
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes
 from servelab.plan.resolve import Resolved
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
@@ -148,18 +155,33 @@ def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Rep
     return Comparison(reported, same_pool, plan.kv_pool_bytes, plan.capacity.tokens, layout.groups[0].block_size)
 
 
+def _fraction_base(req: PlanRequest, cotenants: int) -> int:
+    """What the memory setting is a fraction of: vLLM's gpu_memory_utilization of the GPU's total,
+    SGLang's mem_fraction_static of the memory free when it starts (after the co-tenants)."""
+    return req.gpu_bytes - cotenants if req.engine == "sglang" else req.gpu_bytes
+
+
+def _overhead(req: PlanRequest, weights: WeightEstimate) -> int:
+    """Memory besides weights and KV inside the engine's share: vLLM's estimate; SGLang keeps activations
+    outside mem_fraction_static; llama.cpp's compute buffers."""
+    if req.engine.startswith("vllm"):
+        return vllm_overhead(weights.bytes)
+    return 0 if req.engine == "sglang" else LLAMACPP_COMPUTE_BUFFER
+
+
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     spec = resolved.spec
     weights = weights_for(resolved, req)
-    overhead = vllm_overhead(weights.bytes) if req.engine.startswith("vllm") else int(0.5 * GIB)
+    overhead = _overhead(req, weights)
     cotenants = sum(req.alongside.values())
-    util_max = _util_floor((req.gpu_bytes - cotenants - req.headroom) / req.gpu_bytes)
+    base = _fraction_base(req, cotenants)
+    util_max = _util_floor((req.gpu_bytes - cotenants - req.headroom) / base)
     probe = _capacity(resolved, req, GIB)
     need_pool = probe.bytes_per_sequence * req.concurrency
-    util_min_raw = (weights.bytes + overhead + need_pool) / req.gpu_bytes
+    util_min_raw = (weights.bytes + overhead + need_pool) / base
     util_min = _util_ceil(util_min_raw) if util_min_raw <= 1 else None
     chosen = req.gpu_memory_utilization or (util_min if util_min is not None and util_min <= util_max else util_max)
-    pool = req.kv_pool_bytes or max(0, int(chosen * req.gpu_bytes) - weights.bytes - overhead)
+    pool = req.kv_pool_bytes or max(0, int(chosen * base) - weights.bytes - overhead)
     capacity = _capacity(resolved, req, pool)
     fits, reasons = _judge(req, weights, overhead, util_min, util_max, chosen, capacity)
     return Plan(

@@ -63,6 +63,27 @@ def safetensors_bytes(folder: Path) -> int | None:
     return total
 
 
+def gguf_bytes(folder: Path) -> tuple[int, str] | None:
+    """Tensor bytes of the GGUF files in ``folder``: exact from their headers (the ``gguf`` package),
+    else the file sizes (a slight over-estimate: metadata and padding)."""
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        return None
+    try:
+        from gguf import GGUFReader  # the embedded extra installs it
+    except ImportError:
+        return sum(f.stat().st_size for f in files), "GGUF file sizes (pip install gguf for exact tensor bytes)"
+    return sum(int(t.n_bytes) for f in files for t in GGUFReader(f).tensors), "GGUF tensor headers"
+
+
+def local_weights(folder: Path) -> tuple[int | None, str]:
+    exact = safetensors_bytes(folder)
+    if exact is not None:
+        return exact, "safetensors headers"
+    found = gguf_bytes(folder)
+    return found if found else (None, "")
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
@@ -80,15 +101,13 @@ def resolve_model(model: str) -> Resolved:
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         spec = spec_from_config(_read_json(path / "config.json"), name=path.name, source=str(path))
-        exact = safetensors_bytes(path)
-        return Resolved(spec, {}, exact, "safetensors headers" if exact else "")
+        return Resolved(spec, {}, *local_weights(path))
     if path.is_file():
         return Resolved(spec_from_config(_read_json(path), name=path.stem, source=str(path)))
     cached = _hf_cache_config(model) if "/" in model else None
     if cached is not None:
         spec = spec_from_config(_read_json(cached), name=model, source=f"HF cache {cached.parent}")
-        exact = safetensors_bytes(cached.parent)
-        return Resolved(spec, {}, exact, "safetensors headers" if exact else "")
+        return Resolved(spec, {}, *local_weights(cached.parent))
     raise UsageError(
         f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache",
         hint=f"presets: {', '.join(preset_names())}",

@@ -140,3 +140,48 @@ def test_bad_input_is_a_message_not_a_traceback(
 ) -> None:
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_gguf_tensor_bytes_from_headers(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")  # installed by the embedded extra, as in `make test`
+    import numpy as np
+
+    from servelab.plan.resolve import local_weights
+
+    writer = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    writer.add_tensor("a", np.zeros((4, 8), dtype=np.float32))
+    writer.add_tensor("b", np.zeros((16,), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert local_weights(tmp_path) == (4 * 8 * 4 + 16 * 2, "GGUF tensor headers")
+
+
+def test_llamacpp_splits_the_context_across_slots_with_quantized_kv() -> None:
+    plan = make_plan(
+        resolve_model("llama-3.1-8b"),
+        request(gpu="rtx-4090", engine="llamacpp", quant="gguf-q4_k_m", kv_dtype="q8_0", context=16384, concurrency=4),
+    )
+    per_token = 32 * 8 * (128 + 128) * 34 / 32  # q8_0: 34 bytes per 32 values
+    assert plan.capacity.bytes_per_sequence == int(per_token * 16384)
+    assert plan.capacity.tokens == 65536 and "-c 65536 -np 4" in plan.command and "-ctk q8_0" in plan.command
+
+
+def test_sglang_fraction_is_of_the_memory_free_after_co_tenants() -> None:
+    card = gpu("rtx-pro-6000")
+    plan = make_plan(
+        resolve_model("qwen3.6-35b-a3b"),
+        request(
+            gpu="rtx-pro-6000",
+            engine="sglang",
+            quant="fp8",
+            kv_dtype="fp8",
+            context=65536,
+            concurrency=8,
+            alongside={"tts": 7 * GIB},
+        ),
+    )
+    free = card.memory_bytes - 7 * GIB
+    assert plan.kv_pool_bytes == int(plan.util_chosen * free) - plan.weights.bytes
+    assert "--mem-fraction-static" in plan.command and plan.fits
