@@ -64,3 +64,16 @@ def test_cold_then_warm_prefix_verified_by_cached_tokens(engine: EngineState, st
     derived = result.metrics["embedded"]
     assert derived["prefix_hit_rate"] is not None and derived["prefix_hit_rate"] > 0
     assert figure({"vllm:prefix_cache_hits_total": 1.0}, "prefix_hits") == 1.0
+
+
+def test_slo_search_on_the_engine(engine: EngineState, store: RunStore) -> None:
+    from servelab.bench import SLO, search_slo
+    from servelab.bench.scenarios import load_scenario
+
+    targets = resolve_targets([("embedded", engine.url)])
+    load = Load(requests=2, max_tokens=8, warmup=0)
+    _, generous = search_slo(store, targets, load_scenario("code-chat"), load, SLO(ttft_ms=60_000), limit=4)
+    assert generous["embedded"].best == 4 and [t[0] for t in generous["embedded"].tried] == [1, 2, 4]
+    result, impossible = search_slo(store, targets, load_scenario("code-chat"), load, SLO(ttft_ms=0.001), limit=4)
+    assert impossible["embedded"].best is None and impossible["embedded"].tried == [(1, 0.0, False)]
+    assert store.summaries(result.run_id)["slo/embedded"]["best"] is None

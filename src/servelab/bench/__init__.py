@@ -11,6 +11,7 @@ from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.runner import Load, ScenarioResult, ScenarioRun, Target, new_nonce
 from servelab.bench.scenarios import Scenario, expand, scenario_names
+from servelab.bench.slo import SLO, Search, parse_slo, search_max_level
 from servelab.check.smoke import discover_model
 from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
@@ -18,7 +19,20 @@ from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import summarize
 from servelab.engines.client import api_base
 
-__all__ = ["BenchResult", "Load", "Scenario", "Target", "expand", "resolve_targets", "run_bench", "scenario_names"]
+__all__ = [
+    "SLO",
+    "BenchResult",
+    "Load",
+    "Scenario",
+    "Target",
+    "at_levels",
+    "expand",
+    "parse_slo",
+    "resolve_targets",
+    "run_bench",
+    "scenario_names",
+    "search_slo",
+]
 
 SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_tokens")
 
@@ -63,6 +77,62 @@ async def _run_target_scenario(
     return result, samples
 
 
+class BenchSession:
+    """One stored run: steps (a scenario on a target) append records, summaries and /metrics samples."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        kind: str,
+        targets: Sequence[Target],
+        manifest_extra: dict[str, Any],
+        args: dict[str, Any] | None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+        scrape_interval: float = 0.5,
+    ) -> None:
+        manifest = build_manifest(kind, args or {}, {t.name: t.url for t in targets}, manifest_extra)
+        self.store, self.on_record, self.scrape_interval = store, on_record, scrape_interval
+        self.run_id = store.create_run(kind, manifest)
+        self.result, self.nonce = BenchResult(self.run_id), new_nonce()
+        self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
+
+    def _sink(self, record: RequestRecord) -> None:
+        self.store.add_record(self.run_id, record)
+        if self.on_record:
+            self.on_record(record)
+
+    def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
+        if load.prefix_tokens is not None and scenario.prefix_tokens:
+            scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
+        res, got = asyncio.run(
+            _run_target_scenario(target, scenario, load, self._sink, self.nonce, self.scrape_interval)
+        )
+        _warn_unintended_hits(res, scenario, got)
+        self.result.results.append(res)
+        self.samples[target.name] += got
+        for label in sorted({r.scenario for r in res.records}):
+            self.store.put_summary(
+                self.run_id,
+                f"{target.name}/{label}",
+                summarize([r for r in res.records if r.scenario == label]).to_dict(),
+            )
+        return res
+
+    def close(self, status: str) -> BenchResult:
+        _store_metrics(self.store, self.run_id, self.result, self.samples)
+        self.result.rows = side_by_side(self.result.records)
+        self.store.put_summary(
+            self.run_id, "compare", {"rows": rows_to_dicts(self.result.rows), "warnings": self.result.warnings}
+        )
+        self.store.finish_run(self.run_id, status)
+        return self.result
+
+
+def at_levels(scenarios: Sequence[Scenario], levels: Sequence[int]) -> list[Scenario]:
+    """Each scenario once per concurrency level (a sweep), named ``NAME@cN``."""
+    return [replace(s, name=f"{s.name}@c{c}", concurrency=c) for s in scenarios for c in levels]
+
+
 def run_bench(
     store: RunStore,
     targets: Sequence[Target],
@@ -76,21 +146,15 @@ def run_bench(
     args: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Every scenario on every target; records stored as they finish, summaries at the end of each step."""
-    manifest = build_manifest(
+    session = BenchSession(
+        store,
         "bench",
-        args or {},
-        {t.name: t.url for t in targets},
+        targets,
         {"scenarios": [s.name for s in scenarios], "load": asdict(load)},
+        args,
+        on_record,
+        scrape_interval,
     )
-    run_id = store.create_run("bench", manifest)
-    result, nonce = BenchResult(run_id), new_nonce()
-    samples: dict[str, list[Any]] = {t.name: [] for t in targets}
-
-    def sink(record: RequestRecord) -> None:
-        store.add_record(run_id, record)
-        if on_record:
-            on_record(record)
-
     steps = (
         [(t, s) for s in scenarios for t in targets]
         if order == "interleaved"
@@ -99,27 +163,52 @@ def run_bench(
     status = STATUS_FAILED
     try:
         for target, scenario in steps:
-            if load.prefix_tokens is not None and scenario.prefix_tokens:
-                scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
             if on_step:
                 on_step(target.name, scenario.name)
-            res, got = asyncio.run(_run_target_scenario(target, scenario, load, sink, nonce, scrape_interval))
-            _warn_unintended_hits(res, scenario, got)
-            result.results.append(res)
-            samples[target.name] += got
-            for label in sorted({r.scenario for r in res.records}):
-                store.put_summary(
-                    run_id,
-                    f"{target.name}/{label}",
-                    summarize([r for r in res.records if r.scenario == label]).to_dict(),
-                )
+            session.step(target, scenario, load)
         status = STATUS_COMPLETE
     finally:
-        _store_metrics(store, run_id, result, samples)
-        result.rows = side_by_side(result.records)
-        store.put_summary(run_id, "compare", {"rows": rows_to_dicts(result.rows), "warnings": result.warnings})
-        store.finish_run(run_id, status)
-    return result
+        session.close(status)
+    return session.result
+
+
+def search_slo(
+    store: RunStore,
+    targets: Sequence[Target],
+    scenario: Scenario,
+    load: Load,
+    slo: SLO,
+    *,
+    limit: int = 64,
+    on_step: Callable[[str, str], None] | None = None,
+    args: dict[str, Any] | None = None,
+) -> tuple[BenchResult, dict[str, Search]]:
+    """The highest concurrency at which each target keeps ``slo.attainment`` of requests within the SLO."""
+    session = BenchSession(
+        store, "bench-slo", targets, {"scenario": scenario.name, "slo": asdict(slo), "load": asdict(load)}, args
+    )
+    found: dict[str, Search] = {}
+    status = STATUS_FAILED
+    try:
+        for target in targets:
+
+            def run_level(level: int, target: Target = target) -> list[RequestRecord]:
+                step = replace(scenario, name=f"{scenario.name}@c{level}", concurrency=level)
+                if on_step:
+                    on_step(target.name, step.name)
+                requests = max(load.requests, 2 * level)
+                return session.step(target, step, replace(load, requests=requests, concurrency=level)).records
+
+            found[target.name] = search_max_level(run_level, slo, limit)
+            session.store.put_summary(
+                session.run_id,
+                f"slo/{target.name}",
+                {"best": found[target.name].best, "tried": found[target.name].tried, "slo": asdict(slo)},
+            )
+        status = STATUS_COMPLETE
+    finally:
+        session.close(status)
+    return session.result, found
 
 
 def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any]) -> None:

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from servelab.bench import Load, expand, resolve_targets, run_bench, scenario_names
+from servelab.bench import (
+    SLO,
+    Load,
+    Scenario,
+    Target,
+    at_levels,
+    expand,
+    parse_slo,
+    resolve_targets,
+    run_bench,
+    scenario_names,
+    search_slo,
+)
 from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
 from servelab.core.stats import Interval
+from servelab.core.store import RunStore
 
 
 def bench(
@@ -34,6 +48,16 @@ def bench(
     prefix_tokens: int | None = typer.Option(None, "--prefix-tokens", help="Override a long-prefix scenario's length."),
     duration: float | None = typer.Option(None, "--duration", help="Stop scheduling after this many seconds."),
     order: str = typer.Option("interleaved", "--order", help="interleaved (scenario by scenario) or sequential."),
+    sweep: str | None = typer.Option(None, "--sweep", help="Run each scenario at these concurrencies, like 1,2,4,8."),
+    slo: str | None = typer.Option(
+        None,
+        "--slo",
+        help="Find the highest concurrency that meets an SLO, like ttft=300ms,itl=50ms (errors count as failures).",
+    ),
+    slo_attainment: float = typer.Option(
+        0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests that must meet the SLO."
+    ),
+    max_concurrency: int = typer.Option(64, "--max-concurrency", min=1, help="Upper bound of the SLO search."),
     csv_out: Path | None = typer.Option(None, "--csv", help="Also write the side-by-side table as CSV."),
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
@@ -58,16 +82,17 @@ def bench(
         if not json_out:
             out.print(f"[dim]{scenario_name} on {target_name}...[/]")
 
+    scenarios = expand(scenario)
+    if sweep:
+        scenarios = at_levels(scenarios, parse_levels(sweep))
+    run_args = {"targets": target, "scenarios": scenario, "requests": requests, "sweep": sweep, "slo": slo}
     with open_store(store) as db:
-        result = run_bench(
-            db,
-            targets,
-            expand(scenario),
-            load,
-            order=order,
-            on_step=step,
-            args={"targets": target, "scenarios": scenario, "requests": requests},
-        )
+        if slo:
+            _search(
+                db, targets, scenarios, load, parse_slo(slo, slo_attainment), max_concurrency, step, run_args, json_out
+            )
+            return
+        result = run_bench(db, targets, scenarios, load, order=order, on_step=step, args=run_args)
     if csv_out:
         write_csv(result.rows, csv_out)
     if json_out:
@@ -89,6 +114,57 @@ def bench(
         )
     for warning in result.warnings:
         out.print(f"[yellow]warning:[/] {warning}")
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--sweep wants concurrencies like 1,2,4,8, got {text!r}") from None
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--sweep wants concurrencies of at least 1, got {text!r}")
+    return levels
+
+
+def _search(
+    db: RunStore,
+    targets: list[Target],
+    scenarios: list[Scenario],
+    load: Load,
+    slo: SLO,
+    limit: int,
+    step: Callable[[str, str], None],
+    run_args: dict[str, object],
+    json_out: bool,
+) -> None:
+    out = console()
+    for scenario in scenarios:
+        result, found = search_slo(db, targets, scenario, load, slo, limit=limit, on_step=step, args=run_args)
+        if json_out:
+            print_json(
+                {
+                    "run_id": result.run_id,
+                    "scenario": scenario.name,
+                    "targets": {t: {"best": s.best, "tried": s.tried} for t, s in found.items()},
+                }
+            )
+            continue
+        table = Table(
+            "target",
+            "levels tried (attainment)",
+            "highest concurrency within the SLO",
+            title=f"{scenario.name}: SLO {slo_text(slo)} for {slo.attainment:.0%} of requests (run {result.run_id})",
+            title_justify="left",
+        )
+        for name, search in found.items():
+            tried = ", ".join(f"{lvl}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
+            table.add_row(name, tried, str(search.best) if search.best else "none (even 1 fails)")
+        out.print(table)
+
+
+def slo_text(slo: SLO) -> str:
+    parts = [f"{k}<={v:g}ms" for k, v in (("ttft", slo.ttft_ms), ("itl", slo.tpot_ms), ("e2e", slo.e2e_ms)) if v]
+    return ", ".join(parts)
 
 
 def compare(

@@ -1,0 +1,97 @@
+"""Service-level objectives: which requests are good, and the highest load that keeps enough of them good."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from servelab.core.errors import UsageError
+from servelab.core.records import RequestRecord
+from servelab.core.summary import tpot_ms, ttft_ms
+
+_UNITS = {"ms": 1.0, "s": 1000.0}
+_KEYS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Limits in milliseconds per request; ``attainment`` is the share of requests that must be good."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None  # "itl=": the request's mean gap between tokens
+    e2e_ms: float | None = None
+    attainment: float = 0.9
+
+    def good(self, record: RequestRecord) -> bool:
+        """Errors are never good (goodput counts them as failures)."""
+        if not record.ok:
+            return False
+        checks = ((self.ttft_ms, ttft_ms(record)), (self.tpot_ms, tpot_ms(record)), (self.e2e_ms, _e2e_ms(record)))
+        return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
+
+    def attained(self, records: Sequence[RequestRecord]) -> float:
+        return sum(self.good(r) for r in records) / len(records) if records else 0.0
+
+    def met(self, records: Sequence[RequestRecord]) -> bool:
+        return bool(records) and self.attained(records) >= self.attainment
+
+
+def _e2e_ms(record: RequestRecord) -> float | None:
+    if record.end_ns is None or record.sent_ns is None:
+        return None
+    return (record.end_ns - record.sent_ns) / 1e6
+
+
+def parse_slo(text: str, attainment: float = 0.9) -> SLO:
+    """'ttft=300ms,itl=50ms' → SLO(ttft_ms=300, tpot_ms=50)."""
+    limits: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in _KEYS:
+            raise UsageError(f"cannot read SLO {part!r}", hint="like ttft=300ms,itl=50ms,e2e=5s")
+        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if value.endswith(u)), "ms")
+        number = value.removesuffix(unit)
+        try:
+            limits[_KEYS[key]] = float(number) * _UNITS[unit]
+        except ValueError:
+            raise UsageError(f"cannot read a time from {value!r}", hint="like 300ms or 2s") from None
+    if not limits:
+        raise UsageError("an SLO needs at least one limit", hint="like ttft=300ms,itl=50ms")
+    return SLO(limits.get("ttft"), limits.get("tpot"), limits.get("e2e"), attainment)
+
+
+@dataclass
+class Search:
+    """The levels tried, in order, with their attainment; ``best`` the highest level that met the SLO."""
+
+    tried: list[tuple[int, float, bool]] = field(default_factory=list)
+    best: int | None = None
+
+
+def search_max_level(run_level: Callable[[int], Sequence[RequestRecord]], slo: SLO, limit: int) -> Search:
+    """Double the level until the SLO fails (or ``limit``), then bisect between the last pass and the fail."""
+    search = Search()
+
+    def attempt(level: int) -> bool:
+        records = run_level(level)
+        ok = slo.met(records)
+        search.tried.append((level, slo.attained(records), ok))
+        if ok and (search.best is None or level > search.best):
+            search.best = level
+        return ok
+
+    level, failed = 1, None
+    while level <= limit:
+        if not attempt(level):
+            failed = level
+            break
+        level *= 2
+    low = search.best or 0
+    high = failed if failed is not None else min(level, limit + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if attempt(mid):
+            low = mid
+        else:
+            high = mid
+    return search

@@ -1,0 +1,62 @@
+import pytest
+
+from servelab.bench.slo import SLO, parse_slo, search_max_level
+from servelab.core.errors import UsageError
+from servelab.core.records import ErrorClass, RequestRecord
+
+MS = 1_000_000
+
+
+def rec(ttft: float, gap: float, tokens: int = 11, error: ErrorClass | None = None) -> RequestRecord:
+    chunks = [int(ttft * MS + i * gap * MS) for i in range(tokens)]
+    return RequestRecord(
+        request_id="r",
+        endpoint="chat",
+        sent_ns=0,
+        first_token_ns=chunks[0],
+        chunk_ns=chunks,
+        end_ns=chunks[-1],
+        completion_tokens=tokens,
+        error=error,
+    )
+
+
+def test_parse() -> None:
+    assert parse_slo("ttft=300ms,itl=50ms") == SLO(ttft_ms=300, tpot_ms=50)
+    assert parse_slo("e2e=2s", attainment=0.99) == SLO(e2e_ms=2000, attainment=0.99)
+    for bad in ("ttft", "speed=3ms", "ttft=fast", ""):
+        with pytest.raises(UsageError):
+            parse_slo(bad)
+
+
+def test_good_requests_and_errors_count_as_failures() -> None:
+    slo = SLO(ttft_ms=300, tpot_ms=50, attainment=0.75)
+    good, slow_first, slow_decode = rec(100, 20), rec(400, 20), rec(100, 60)
+    failed = rec(100, 20, error=ErrorClass.HTTP_5XX)
+    assert slo.good(good) and not slo.good(slow_first) and not slo.good(slow_decode) and not slo.good(failed)
+    assert slo.attained([good, good, good, failed]) == 0.75 and slo.met([good, good, good, failed])
+    assert not slo.met([])
+
+
+def test_search_doubles_then_bisects_to_the_highest_passing_level() -> None:
+    tried: list[int] = []
+
+    def run_level(level: int) -> list[RequestRecord]:  # TTFT grows 40 ms per concurrent stream
+        tried.append(level)
+        return [rec(40 * level, 20)] * 4
+
+    search = search_max_level(run_level, SLO(ttft_ms=300), limit=64)
+    assert search.best == 7  # 7 * 40 = 280 <= 300 < 320
+    assert tried == [1, 2, 4, 8, 6, 7]
+
+
+def test_search_stops_at_the_limit_and_reports_none_when_even_one_fails() -> None:
+    assert search_max_level(lambda n: [rec(10, 1)], SLO(ttft_ms=300), limit=5).best == 5
+    assert search_max_level(lambda n: [rec(999, 1)], SLO(ttft_ms=300), limit=5).best is None
+
+
+def test_sweep_levels_name_each_step() -> None:
+    from servelab.bench import at_levels, expand
+
+    names = [(s.name, s.concurrency) for s in at_levels(expand(["code-chat"]), [1, 4])]
+    assert names == [("code-chat@c1", 1), ("code-chat@c4", 4)]
