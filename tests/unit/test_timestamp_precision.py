@@ -3,7 +3,9 @@
 The fixture (tests/fixtures/sse_fixture.py, not an LLM) runs in its own process and writes
 each chunk on a fixed schedule, putting its perf_counter_ns() just before the write into the
 chunk. CLOCK_MONOTONIC is shared by processes on one host, so arrival − send is the error of
-our stamp plus loopback delivery.
+our stamp plus loopback delivery. A chunk whose write took the fixture over 0.2 ms (it was
+preempted on a busy machine: the next chunk says when the write ended) is left out, and the
+test requires that at most 5% were.
 """
 
 import asyncio
@@ -23,25 +25,33 @@ async def _run(url: str) -> list[RequestRecord]:
     return list(await asyncio.gather(*(client.send("chat", dict(body)) for _ in range(STREAMS))))
 
 
-def _errors_ms(records: list[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
-    first, chunks = [], []
+WRITE_LIMIT_NS = 200_000
+
+
+def _errors_ms(records: list[RequestRecord]) -> tuple[np.ndarray, np.ndarray, int]:
+    first, chunks, dropped = [], [], 0
     for r in records:
         assert r.error is None, r.error_detail
-        sent = [int(x) for x in r.output_text.split()]
+        pairs = [tuple(int(v) for v in x.split(":")) for x in r.output_text.split()]
+        sent = [p[0] for p in pairs]
+        write_end = [p[1] for p in pairs[1:]] + [None]
         assert len(sent) == len(r.chunk_ns) == CHUNKS
-        errs = [(arrived - s) / 1e6 for arrived, s in zip(r.chunk_ns, sent, strict=True)]
-        first.append((r.first_token_ns - sent[0]) / 1e6)  # type: ignore[operator]
-        chunks.extend(errs)
-    return np.array(first), np.array(chunks)
+        for i, (arrived, s, end) in enumerate(zip(r.chunk_ns, sent, write_end, strict=True)):
+            if end is not None and end - s > WRITE_LIMIT_NS:
+                dropped += 1
+                continue
+            (first if i == 0 else chunks).append((arrived - s) / 1e6)
+    return np.array(first), np.array(chunks + first), dropped
 
 
 def test_first_token_and_chunk_times_within_1ms_at_64_streams(fixture_server: str) -> None:
     asyncio.run(_run(fixture_server))  # warm-up: connections, imports, JIT of nothing, page cache
-    first, chunks = _errors_ms(asyncio.run(_run(fixture_server)))
+    first, chunks, dropped = _errors_ms(asyncio.run(_run(fixture_server)))
+    assert dropped <= 0.05 * STREAMS * CHUNKS, f"the fixture was preempted in {dropped} writes"
     assert (chunks >= 0).all(), "a chunk was stamped before it was sent: clocks are not comparable"
     summary = (
         f"first-token max {first.max():.3f} ms; chunks p50 {np.median(chunks):.3f} p99 "
-        f"{np.percentile(chunks, 99):.3f} max {chunks.max():.3f} ms over {chunks.size}"
+        f"{np.percentile(chunks, 99):.3f} max {chunks.max():.3f} ms over {chunks.size} ({dropped} left out)"
     )
     print(summary)
     assert np.percentile(first, 99) < 1.0, summary

@@ -232,6 +232,11 @@ async def _take_with_timeout(protocol: _Receiver, timeout: float) -> list[Segmen
 
 @dataclass(slots=True)
 class RequestStamps:
+    """``sent_ns``: when the last request byte was handed to the kernel. It is read after the write
+    returns, so a process preempted right there could read it after the (kernel-stamped) reply began to
+    arrive; :func:`post_stream` then clamps it to the first byte's arrival, never before ``send_started_ns``."""
+
+    send_started_ns: int | None = None
     sent_ns: int | None = None
 
 
@@ -268,9 +273,13 @@ async def post_stream(
     request = h11.Request(method="POST", target=path, headers=_headers(host, port, body, headers))
     wire = conn.send(request) + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
     try:
+        stamps.send_started_ns = time.perf_counter_ns()
         await receiver.send(wire)
         stamps.sent_ns = time.perf_counter_ns()
-        return await _read_head(receiver, conn, read_timeout)
+        stream = await _read_head(receiver, conn, read_timeout)
+        if stream.start.first_byte_ns < stamps.sent_ns:
+            stamps.sent_ns = max(stamps.send_started_ns, stream.start.first_byte_ns)
+        return stream
     except BaseException:
         receiver.close()
         raise
