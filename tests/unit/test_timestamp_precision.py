@@ -48,7 +48,8 @@ def test_first_token_and_chunk_times_within_1ms_at_64_streams(fixture_server: st
     asyncio.run(_run(fixture_server))  # warm-up: connections, imports, JIT of nothing, page cache
     first, chunks, dropped = _errors_ms(asyncio.run(_run(fixture_server)))
     assert dropped <= 0.05 * STREAMS * CHUNKS, f"the fixture was preempted in {dropped} writes"
-    assert (chunks >= 0).all(), "a chunk was stamped before it was sent: clocks are not comparable"
+    # the kernel's stamps are moved onto perf_counter's clock with an offset read to within ~10 us
+    assert (chunks >= -0.05).all(), f"a chunk was stamped {chunks.min():.3f} ms before it was sent"
     summary = (
         f"first-token max {first.max():.3f} ms; chunks p50 {np.median(chunks):.3f} p99 "
         f"{np.percentile(chunks, 99):.3f} max {chunks.max():.3f} ms over {chunks.size} ({dropped} left out)"
