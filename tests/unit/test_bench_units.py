@@ -115,3 +115,23 @@ def test_prefix_is_fitted_with_the_targets_token_count() -> None:
         return None
 
     assert asyncio.run(fit_filler(1000, "s", none))[1] is None
+
+
+def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) -> None:
+    """The fixture's stall mode never finishes a stream: requests pile up until the cap stops the run."""
+    import asyncio
+
+    from servelab.bench.runner import Load, ScenarioRun, Target
+    from servelab.bench.scenarios import load_scenario
+
+    target = Target("fx", f"{fixture_server}/stall", "fixture")
+    load = Load(requests=50, rate=200.0, arrival="constant", warmup=0, max_in_flight=5, fixed_output=False)
+
+    async def go() -> None:
+        run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None, "n")
+        task = asyncio.create_task(run._open_loop())
+        await asyncio.sleep(0.5)
+        assert run.result.stopped_early and "over-saturated" in run.result.stopped_early
+        task.cancel()
+
+    asyncio.run(go())

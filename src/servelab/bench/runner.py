@@ -32,6 +32,7 @@ class Load:
     fixed_output: bool = True  # ignore_eos + min_tokens, where the engine allows
     seed: int = 0
     max_consecutive_errors: int = 5
+    max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +146,12 @@ class ScenarioRun:
         deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
         for i in range(self.load.requests):
             if self._should_stop(deadline):
+                break
+            in_flight = sum(not t.done() for t in tasks)
+            if in_flight > self.load.max_in_flight:
+                self.result.stopped_early = (
+                    f"stopped early: {in_flight} requests in flight at {rate:g} req/s, the server is over-saturated"
+                )
                 break
             due = start + int(offset * 1e9)
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
