@@ -142,7 +142,8 @@ class ScenarioRun:
         rng = random.Random(self.load.seed)
         rate = float(self.load.rate or 1.0)
         start = time.perf_counter_ns()
-        offset, tasks = 0.0, []
+        offset = 0.0
+        tasks: list[asyncio.Task[RequestRecord]] = []
         deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
         for i in range(self.load.requests):
             if self._should_stop(deadline):
