@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
+import typer
 from rich.console import Console
 
 from servelab.cli.app import app
@@ -13,29 +16,37 @@ __all__ = ["app", "main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; a :class:`ServelabError` becomes a message and an exit code, never a traceback."""
+    """Entry point: every failure becomes a message and an exit code, never a traceback
+    (set SERVELAB_DEBUG=1 to see one for an unexpected error)."""
+    err = Console(stderr=True, highlight=False)
     try:
         code = app(args=argv, prog_name="servelab", standalone_mode=False)
     except ServelabError as exc:
-        err = Console(stderr=True)
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        err.print(f"[bold red]error:[/] {exc}")
         if exc.hint:
-            err.print(f"[dim]hint:[/] {exc.hint}", highlight=False)
+            err.print(f"[dim]hint:[/] {exc.hint}")
         return exc.exit_code
     except KeyboardInterrupt:
-        Console(stderr=True).print("interrupted")
+        err.print("interrupted")
         return 130
     except SystemExit as exc:
-        return int(exc.code or 0) if isinstance(exc.code, int | None) else 1
-    except Exception as exc:  # click usage errors and aborts
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return int(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            return 1
-        raise
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except typer.Abort:
+        err.print("aborted")
+        return 1
+    except typer.TyperException as exc:  # usage errors: unknown command, missing argument, bad value
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"[bold red]error:[/] {exc}")
+        return int(getattr(exc, "exit_code", 2))
+    except Exception as exc:  # a bug of ours: say so plainly
+        if os.environ.get("SERVELAB_DEBUG"):
+            traceback.print_exc()
+        err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}")
+        err.print("[dim]hint:[/] this is a servelab bug; SERVELAB_DEBUG=1 shows the traceback")
+        return 70
     return code if isinstance(code, int) else 0
 
 

@@ -75,7 +75,10 @@ def show(
         f"started {_when(info.created_at)}"
     )
     for name, data in summaries.items():
-        out.print(summary_table(name, data))
+        if {"ok", "requests", "ttft_ms"} <= data.keys():
+            out.print(summary_table(name, data))
+        else:
+            out.print(f"[dim]{name}: {', '.join(sorted(data))} (see runs export)[/]")
 
 
 @app.command()

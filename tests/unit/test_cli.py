@@ -1,0 +1,38 @@
+"""The command line answers bad input with a message and an exit code, never a traceback."""
+
+from pathlib import Path
+
+import pytest
+
+from servelab.cli import main
+from servelab.core.records import RequestRecord
+from servelab.core.store import RunStore
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "text"),
+    [
+        (["plan"], 2, "Missing argument"),
+        (["no-such-command"], 2, "No such command"),
+        (["eval", "--target", "x=http://h"], 2, "not built yet"),
+        (["runs", "show", "nope", "--store", "STORE"], 1, "no run 'nope'"),
+    ],
+)
+def test_bad_input(argv: list[str], code: int, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(tmp_path / "s.sqlite") if a == "STORE" else a for a in argv]
+    assert main(argv) == code
+    captured = capsys.readouterr()
+    assert text in captured.err + captured.out
+    assert "Traceback" not in captured.err
+
+
+def test_runs_show_any_kind_of_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    with RunStore(store) as db:
+        run = db.create_run("bench", {})
+        db.add_record(run, RequestRecord(request_id="r", endpoint="chat"))
+        db.put_summary(run, "compare", {"rows": [], "warnings": []})
+        db.finish_run(run)
+    assert main(["runs", "show", "latest", "--store", str(store)]) == 0
+    assert main(["runs", "list", "--store", str(store), "--json"]) == 0
+    assert "compare" in capsys.readouterr().out
