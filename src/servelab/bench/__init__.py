@@ -12,12 +12,11 @@ from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.runner import Load, ScenarioResult, ScenarioRun, Target, new_nonce
 from servelab.bench.scenarios import Scenario, expand, scenario_names
 from servelab.bench.slo import SLO, Search, parse_slo, search_max_level
-from servelab.check.smoke import discover_model
 from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import summarize
-from servelab.engines.client import api_base
+from servelab.engines.client import api_base, discover_model
 
 __all__ = [
     "SLO",

@@ -7,14 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from servelab.core.errors import ServelabError
 from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import Summary, summarize
-from servelab.engines.client import ClientOptions, StreamClient, api_base
+from servelab.engines.client import ClientOptions, StreamClient, discover_model
 
 SMOKE_PROMPTS = (
     "Write a short Python function that checks whether a number is prime, then explain it.",
@@ -30,19 +27,6 @@ class SmokeResult:
     model: str
     levels: dict[int, Summary]
     records: list[RequestRecord]
-
-
-def discover_model(url: str, timeout: float = 10.0) -> str:
-    """The first model the target serves."""
-    try:
-        resp = httpx.get(api_base(url) + "/models", timeout=timeout)
-        resp.raise_for_status()
-        models = resp.json().get("data") or []
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ServelabError(f"cannot list models at {url}: {exc}") from exc
-    if not models:
-        raise ServelabError(f"{url} serves no models")
-    return str(models[0]["id"])
 
 
 def _payload(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
