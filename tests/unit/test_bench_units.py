@@ -128,7 +128,7 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
     load = Load(requests=50, rate=200.0, arrival="constant", warmup=0, max_in_flight=5, fixed_output=False)
 
     async def go() -> None:
-        run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None, "n")
+        run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None)
         task = asyncio.create_task(run._open_loop())
         await asyncio.sleep(0.5)
         assert run.result.stopped_early and "over-saturated" in run.result.stopped_early

@@ -9,7 +9,7 @@ from typing import Any
 
 from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.bench.metrics import Scraper, derive, series
-from servelab.bench.runner import Load, ScenarioResult, ScenarioRun, Target, new_nonce
+from servelab.bench.runner import Load, ScenarioResult, ScenarioRun, Target
 from servelab.bench.scenarios import Scenario, expand, scenario_names
 from servelab.bench.slo import SLO, Search, parse_slo, search_max_level
 from servelab.core.manifest import build_manifest
@@ -64,13 +64,12 @@ async def _run_target_scenario(
     scenario: Scenario,
     load: Load,
     sink: Callable[[RequestRecord], None],
-    nonce: str,
     scrape_interval: float,
 ) -> tuple[ScenarioResult, list[Any]]:
     scraper = Scraper(api_base(target.url).removesuffix("/v1") + "/metrics", interval=scrape_interval)
     scraper.start()
     try:
-        result = await ScenarioRun(target, scenario, load, sink, nonce).run()
+        result = await ScenarioRun(target, scenario, load, sink).run()
     finally:
         samples = await scraper.stop()
     return result, samples
@@ -92,7 +91,7 @@ class BenchSession:
         manifest = build_manifest(kind, args or {}, {t.name: t.url for t in targets}, manifest_extra)
         self.store, self.on_record, self.scrape_interval = store, on_record, scrape_interval
         self.run_id = store.create_run(kind, manifest)
-        self.result, self.nonce = BenchResult(self.run_id), new_nonce()
+        self.result = BenchResult(self.run_id)
         self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
 
     def _sink(self, record: RequestRecord) -> None:
@@ -103,9 +102,7 @@ class BenchSession:
     def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
         if load.prefix_tokens is not None and scenario.prefix_tokens:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
-        res, got = asyncio.run(
-            _run_target_scenario(target, scenario, load, self._sink, self.nonce, self.scrape_interval)
-        )
+        res, got = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
         _warn_unintended_hits(res, scenario, got)
         self.result.results.append(res)
         self.samples[target.name] += got

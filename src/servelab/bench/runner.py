@@ -63,9 +63,8 @@ def payload(target: Target, scenario: Scenario, messages: list[dict[str, str]], 
 class ScenarioRun:
     """One scenario on one target, recording every finished request through ``sink``."""
 
-    def __init__(self, target: Target, scenario: Scenario, load: Load, sink: Sink, run_nonce: str) -> None:
+    def __init__(self, target: Target, scenario: Scenario, load: Load, sink: Sink) -> None:
         self.target, self.scenario, self.load, self.sink = target, scenario, load, sink
-        self.nonce = run_nonce
         self.client = StreamClient(target.url, target=target.name, options=ClientOptions(api_key=target.api_key))
         self.result = ScenarioResult(target.name, scenario.name)
         self._errors_in_row = 0
@@ -207,7 +206,3 @@ async def fit_filler(target: int, seed: str, count: Callable[[str], Awaitable[in
             return text, lines
         lines = max(1, round(lines * target / got))
     return filler_text(0, seed, lines=lines), lines
-
-
-def new_nonce() -> str:
-    return uuid.uuid4().hex[:10]
