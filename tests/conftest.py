@@ -30,8 +30,14 @@ def store_path(tmp_path: Path) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that stop the shared engine run last, so the others find it up."""
-    items.sort(key=lambda item: item.get_closest_marker("stops_engine") is not None)
+    """Tests without the embedded engine first: the engine's CPU threads keep the 2 cores busy while
+    it is up, and the timing tests want a quiet machine. Tests that stop the engine run last."""
+
+    def order(item: pytest.Item) -> tuple[bool, bool]:
+        uses_engine = bool({"engine", "engine_handle"} & set(getattr(item, "fixturenames", ())))
+        return item.get_closest_marker("stops_engine") is not None, uses_engine
+
+    items.sort(key=order)
 
 
 def pytest_configure(config: pytest.Config) -> None:
