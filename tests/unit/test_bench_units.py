@@ -135,3 +135,27 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
         task.cancel()
 
     asyncio.run(go())
+
+
+def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
+    """With --no-unique-prefix a file prompt goes out as the bare user message, as other tools send it."""
+    import asyncio
+
+    from servelab.bench.runner import Load, ScenarioRun, Target, payload
+    from servelab.bench.scenarios import Scenario
+
+    scenario = Scenario(name="f", prompts=("hello there",))
+    plain = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(unique_prefix=False), lambda r: None)
+    assert plain.scenario.messages(0, plain._unique(0)) == [{"role": "user", "content": "hello there"}]
+    unique = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(), lambda r: None)
+    first = unique.scenario.messages(0, unique._unique(0))
+    assert first[0]["role"] == "system" and first[-1]["content"] == "hello there"
+    assert payload(plain.target, scenario, first, Load())["min_tokens"] == 128
+    run = ScenarioRun(
+        Target("fx", f"{fixture_server}/schedule", "m"),
+        scenario,
+        Load(requests=1, warmup=0, unique_prefix=False, max_tokens=2),
+        lambda r: None,
+    )
+    result = asyncio.run(run.run())
+    assert any("not made unique" in w for w in result.warnings)

@@ -33,6 +33,7 @@ class Load:
     seed: int = 0
     max_consecutive_errors: int = 5
     max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
+    unique_prefix: bool = True  # False: byte-identical requests, to match another tool's workload exactly
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +86,9 @@ class ScenarioRun:
         return record
 
     def _unique(self, index: int) -> str:
-        """Random from its first character, so no prompt shares even one cache block with another."""
-        return f"{uuid.uuid4().hex[:12]} {index}"
+        """Random from its first character, so no prompt shares even one cache block with another;
+        empty when the load asks for byte-identical requests."""
+        return f"{uuid.uuid4().hex[:12]} {index}" if self.load.unique_prefix else ""
 
     async def run(self) -> ScenarioResult:
         if self.scenario.prefix_tokens:
@@ -185,6 +187,8 @@ class ScenarioRun:
                 )
             if r.scenario.endswith(":warm") and r.cached_tokens is not None and r.cached_tokens == 0:
                 self.result.warnings.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
+        if not self.load.unique_prefix and self.scenario.cache == "cold":
+            self.result.warnings.append("requests were not made unique: the prefix cache may serve repeated prompts")
         if self.load.fixed_output:
             short = [r for r in self.result.records if r.ok and r.finish_reason not in (None, "length")]
             if short:

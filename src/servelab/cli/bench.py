@@ -48,6 +48,12 @@ def bench(
     prefix_tokens: int | None = typer.Option(None, "--prefix-tokens", help="Override a long-prefix scenario's length."),
     duration: float | None = typer.Option(None, "--duration", help="Stop scheduling after this many seconds."),
     order: str = typer.Option("interleaved", "--order", help="interleaved (scenario by scenario) or sequential."),
+    unique: bool = typer.Option(
+        True,
+        "--unique-prefix/--no-unique-prefix",
+        help="Head each request with a unique line (default), or send byte-identical "
+        "requests to match another tool's workload.",
+    ),
     sweep: str | None = typer.Option(None, "--sweep", help="Run each scenario at these concurrencies, like 1,2,4,8."),
     slo: str | None = typer.Option(
         None,
@@ -75,6 +81,7 @@ def bench(
         max_tokens=max_tokens,
         prefix_tokens=prefix_tokens,
         duration_s=duration,
+        unique_prefix=unique,
     )
     out = console()
 
