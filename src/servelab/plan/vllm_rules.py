@@ -63,10 +63,6 @@ class VllmLayout:
         """What vLLM logs as "KV cache size: N tokens"."""
         return int(self.max_concurrency(available_bytes) * self.max_model_len)
 
-    def bytes_for_sequences(self, sequences: int) -> int:
-        """Memory the pool needs to admit ``sequences`` requests of ``max_model_len`` at once."""
-        return sequences * self.blocks_per_request * self.bytes_per_block
-
 
 def _attention_page(layer: CacheLayer, opts: VllmOptions, block: int) -> int:
     return int(block * layer.kv_bytes_per_token(opts.kv_dtype_bytes))
