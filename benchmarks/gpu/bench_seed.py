@@ -2,39 +2,127 @@
 workload matched with `vllm bench serve` (benchmarks/gpu/prompts-matched.sharegpt.json). Library calls only
 (PYTHONPATH=src), so it needs no CLI dependencies. Writes bench-seed.json and runs.sqlite to OUTDIR.
 
-usage: python bench_seed.py PHASE OUTDIR LAGUNA_URL SMOLLM2_URL     (PHASE: matched or seed)
+usage: python bench_seed.py seed OUTDIR LAGUNA_URL SMOLLM2_URL
+       python bench_seed.py matched OUTDIR LAGUNA_URL LABEL     (one servelab pass: servelab-LABEL.json)
+       python bench_seed.py agree OUTDIR                        (servelab-roundN.json beside vllm-roundN.json)
 
-Run `matched` right after `vllm bench serve` on the same prompts: servelab heads each chat with a unique
-system line, so its requests cannot hit the prefix cache vllm bench just filled (the reverse order would).
+benchmarks/gpu/agree.sh alternates `vllm bench serve` and `matched` on a warmed engine.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
-from servelab.bench import Load, expand, resolve_targets, run_bench
+from servelab.bench import SLO, Load, expand, resolve_targets, run_bench, search_slo
 from servelab.bench.compare import rows_to_dicts
 from servelab.bench.scenarios import load_scenario
+from servelab.core.records import RequestRecord
 from servelab.core.store import RunStore
-from servelab.core.summary import summarize
+from servelab.core.summary import inter_chunk_gaps_ms, output_tokens, tpot_ms, ttft_ms
 
 HERE = Path(__file__).resolve().parent
 
 
-def matched(out: Path, laguna: str) -> None:
+def figures(records: list[RequestRecord]) -> dict[str, float]:
+    """The figures `vllm bench serve` prints, by its definitions, from servelab's records."""
+    ok = [r for r in records if r.ok]
+    ttfts = [t for r in ok if (t := ttft_ms(r, content=True)) is not None]
+    tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
+    itls = [g for r in ok for g in inter_chunk_gaps_ms(r)]
+    start = min(r.sent_ns for r in ok if r.sent_ns is not None)
+    end = max(r.end_ns for r in ok if r.end_ns is not None)
+    duration = (end - start) / 1e9
+    return {
+        "completed": len(ok),
+        "duration": duration,
+        "output_throughput": sum(output_tokens(r) for r in ok) / duration,
+        "mean_ttft_ms": statistics.fmean(ttfts),
+        "median_ttft_ms": statistics.median(ttfts),
+        "median_tpot_ms": statistics.median(tpots),
+        "median_itl_ms": statistics.median(itls),
+    }
+
+
+def matched(out: Path, url: str, label: str) -> None:
+    """One servelab pass over the matched prompts, byte-identical to `vllm bench serve`'s (no unique prefix,
+    no warm-up: the caller alternates the two tools on an engine it has warmed)."""
     store = RunStore(out / "runs.sqlite")
-    targets = resolve_targets([("laguna", laguna)])
     result = run_bench(
         store,
-        targets,
+        resolve_targets([("laguna", url)]),
         [load_scenario(str(HERE / "prompts-matched.sharegpt.json"))],
-        Load(requests=32, concurrency=4, max_tokens=256, warmup=2),
+        Load(requests=32, concurrency=4, max_tokens=256, warmup=0, unique_prefix=False),
     )
-    report = {"run_id": result.run_id, "summary": summarize(result.records).to_dict(), "warnings": result.warnings}
-    (out / "bench-matched.json").write_text(json.dumps(report, indent=1, default=str))
+    report: dict[str, object] = {"run_id": result.run_id, "figures": figures(result.records)}
+    report["warnings"] = result.warnings
+    report["prompt_tokens"] = sorted({r.prompt_tokens or 0 for r in result.records})
+    (out / f"servelab-{label}.json").write_text(json.dumps(report, indent=1, default=str))
+    print(label, json.dumps(report["figures"]), flush=True)
+
+
+def rate(out: Path, url: str) -> None:
+    """The highest Poisson request rate at which 90% of code-chat requests keep TTFT <= 200 ms and the mean gap
+    between tokens <= 15 ms (errors count as failures): doubling from 1 req/s, then bisecting to 10%."""
+    store = RunStore(out / "runs.sqlite")
+    slo = SLO(ttft_ms=200, tpot_ms=15, attainment=0.9)
+    result, found = search_slo(
+        store,
+        resolve_targets([("laguna", url)]),
+        load_scenario("code-chat"),
+        Load(requests=8, warmup=1),
+        slo,
+        limit=64.0,
+        over="rate",
+        start_rate=1.0,
+    )
+    search = found["laguna"]
+    steps = []
+    for level, attained, ok in search.tried:
+        recs = [r for r in result.records if r.scenario == f"code-chat@r{level:g}"]
+        ttfts = [t for r in recs if (t := ttft_ms(r)) is not None]
+        lag = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in recs if r.sent_ns and r.scheduled_ns]
+        steps.append(
+            {
+                "rate": level,
+                "attained": attained,
+                "met": ok,
+                "requests": len(recs),
+                "errors": sum(not r.ok for r in recs),
+                "ttft_p50_ms": statistics.median(ttfts) if ttfts else None,
+                "tpot_p50_ms": statistics.median([t for r in recs if (t := tpot_ms(r)) is not None] or [0.0]),
+                "schedule_lag_max_ms": max(lag, default=None),
+            }
+        )
+    report: dict[str, object] = {"run_id": result.run_id, "slo": "ttft<=200ms, itl<=15ms, 90%", "steps": steps}
+    report["best_rate"] = search.best
+    report["warnings"] = result.warnings
+    (out / "bench-rate-slo.json").write_text(json.dumps(report, indent=1, default=str))
     print(json.dumps(report, default=str)[:3000], flush=True)
+
+
+KEYS = ("output_throughput", "median_ttft_ms", "mean_ttft_ms", "median_tpot_ms", "median_itl_ms", "duration")
+
+
+def agree(out: Path) -> None:
+    """Per round and averaged over rounds: servelab against `vllm bench serve` (vllm-LABEL.json)."""
+    rounds = sorted(p.stem.removeprefix("servelab-") for p in out.glob("servelab-round*.json"))
+    rows: dict[str, dict[str, list[float]]] = {k: {"vllm": [], "servelab": []} for k in KEYS}
+    for label in rounds:
+        ours = json.loads((out / f"servelab-{label}.json").read_text())["figures"]
+        theirs = json.loads((out / f"vllm-{label}.json").read_text())
+        for key in KEYS:
+            rows[key]["vllm"].append(float(theirs[key]))
+            rows[key]["servelab"].append(float(ours[key]))
+    print("| figure | " + " | ".join(f"{r}: vllm / servelab" for r in rounds) + " | mean vllm | mean servelab | diff |")
+    print("|---" * (len(rounds) + 4) + "|")
+    for key, both in rows.items():
+        cells = [f"{a:.2f} / {b:.2f}" for a, b in zip(both["vllm"], both["servelab"], strict=True)]
+        mean_v, mean_s = statistics.fmean(both["vllm"]), statistics.fmean(both["servelab"])
+        diff = 100 * (mean_s / mean_v - 1)
+        print(f"| {key} | " + " | ".join(cells) + f" | {mean_v:.2f} | {mean_s:.2f} | {diff:+.2f}% |")
 
 
 def seed(out: Path, laguna: str, smollm2: str) -> None:
@@ -70,6 +158,10 @@ def seed(out: Path, laguna: str, smollm2: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "matched":
-        matched(Path(sys.argv[2]), sys.argv[3])
+        matched(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "rate":
+        rate(Path(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "agree":
+        agree(Path(sys.argv[2]))
     else:
         seed(Path(sys.argv[2]), sys.argv[3], sys.argv[4])

@@ -4,7 +4,9 @@ The sink (sink.py, pinned to CPU 1) sends each stream ``burst`` chunks every ``i
 send time. Each client (pinned to CPU 0) runs N concurrent streams; per chunk, the stamp error is the
 client's recorded arrival minus the sink's send time (vllm bench: start + TTFT + cumulative ITLs, from
 its detailed result; GuideLLM keeps only each request's first and last token times, so its error is over
-those two chunks). The ceiling of a tool is the highest chunk rate it parsed with p99 error <= 0.5 ms.
+those two chunks). The request lead is how long before the sink had read a request the tool started that
+request's TTFT clock: a TTFT includes it, the server had no part in it. The ceiling of a tool is the highest
+chunk rate it parsed with p99 error <= 0.5 ms.
 
 usage: python benchmarks/loadgen/run.py [--streams 16,32,48,64,96] [--chunks 400] [--itl-ms 10] [--burst 8]
                                         [--guidellm PATH/TO/guidellm]
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from stamps import parse
 
 HERE = Path(__file__).resolve().parent
 LIMIT_MS = 0.5
@@ -91,12 +94,15 @@ def run_vllm(url: str, streams: int, chunks: int, tokenizer: str) -> dict[str, f
         subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned, check=True)
         data = json.loads(next(Path(tmp).glob("*.json")).read_text())
     errors: list[float] = []
+    leads: list[float] = []
     first, last = float("inf"), 0.0
     for start, ttft, itls, text in zip(
         data["start_times"], data["ttfts"], data["itls"], data["generated_texts"], strict=True
     ):
         arrivals = start + ttft + np.concatenate([[0.0], np.cumsum(itls)])
-        sent = np.array([int(x) for x in text.split()]) / 1e9
+        recv, sent_ns = parse(text)
+        sent = np.array(sent_ns) / 1e9
+        leads.append((recv / 1e9 - start) * 1e3)
         n = min(len(sent), len(arrivals))
         errors += list((arrivals[:n] - sent[:n]) * 1e3)
         first, last = min(first, start), max(last, arrivals[-1])
@@ -110,6 +116,7 @@ def run_vllm(url: str, streams: int, chunks: int, tokenizer: str) -> dict[str, f
         "err_p50_ms": float(np.median(err)),
         "err_p99_ms": float(np.percentile(err, 99)),
         "err_max_ms": float(err.max()),
+        "lead_p50_ms": float(np.median(leads)),
     }
 
 
@@ -137,10 +144,12 @@ def run_guidellm(exe: str, url: str, streams: int, chunks: int, tokenizer: str) 
         subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned, check=True, env=env, cwd=tmp)
         requests = json.loads(out.read_text())["benchmarks"][0]["requests"]["successful"]
     offset = time.time() - time.perf_counter()  # GuideLLM stamps wall-clock time; the sink perf_counter
-    errors, total, first, last = [], 0, float("inf"), 0.0
+    errors, leads, total, first, last = [], [], 0, float("inf"), 0.0
     for r in requests:
         timings = r["info"]["timings"]
-        sent = [int(x) / 1e9 + offset for x in r["output"].split()]
+        recv, sent_ns = parse(r["output"])
+        sent = [x / 1e9 + offset for x in sent_ns]
+        leads.append((recv / 1e9 + offset - timings["request_start"]) * 1e3)
         errors += [
             (timings["first_token_iteration"] - sent[0]) * 1e3,
             (timings["last_token_iteration"] - sent[-1]) * 1e3,
@@ -157,6 +166,7 @@ def run_guidellm(exe: str, url: str, streams: int, chunks: int, tokenizer: str) 
         "err_p50_ms": float(np.median(err)),
         "err_p99_ms": float(np.percentile(err, 99)),
         "err_max_ms": float(err.max()),
+        "lead_p50_ms": float(np.median(leads)),
     }
 
 
@@ -191,7 +201,8 @@ def main() -> None:
                 rows[name].append(row)
                 print(
                     f"{name:17s} streams {n:4d} offered {offered:8.0f}/s parsed {row['chunks_per_s']:8.0f}/s "
-                    f"error p50 {row['err_p50_ms']:8.3f} p99 {row['err_p99_ms']:8.3f} ms",
+                    f"error p50 {row['err_p50_ms']:8.3f} p99 {row['err_p99_ms']:8.3f} ms "
+                    f"request lead p50 {row['lead_p50_ms']:7.3f} ms",
                     flush=True,
                 )
                 time.sleep(0.5)

@@ -13,6 +13,7 @@ import sys
 import time
 
 import numpy as np
+from stamps import parse
 
 from servelab.engines.client import StreamClient
 
@@ -23,12 +24,13 @@ async def run(url: str, streams: int, chunks: int) -> dict[str, float]:
     start = time.perf_counter_ns()
     records = await asyncio.gather(*(client.send("chat", dict(body)) for _ in range(streams)))
     wall = (time.perf_counter_ns() - start) / 1e9
-    errors, gaps, received, failed = [], [], 0, 0
+    errors, gaps, leads, received, failed = [], [], [], 0, 0
     for r in records:
         if r.error:
             failed += 1
             continue
-        sent = [int(x) for x in r.output_text.split()]
+        recv, sent = parse(r.output_text)
+        leads.append((recv - (r.sent_ns or 0)) / 1e6)
         errors += [(a - s) / 1e6 for a, s in zip(r.chunk_ns, sent, strict=True)]
         gaps += list(np.diff(r.chunk_ns) / 1e6)
         received += len(r.chunk_ns)
@@ -43,6 +45,7 @@ async def run(url: str, streams: int, chunks: int) -> dict[str, float]:
         "err_p50_ms": float(np.median(err)),
         "err_p99_ms": float(np.percentile(err, 99)),
         "err_max_ms": float(err.max()),
+        "lead_p50_ms": float(np.median(leads)),
         "itl_p50_ms": float(np.median(gaps)),
         "itl_p99_ms": float(np.percentile(gaps, 99)),
     }

@@ -1,6 +1,8 @@
 """A fixture SSE sink for load-generator benchmarks (not an LLM): every stream gets ``burst`` chat
 chunks every ``itl_ms``, each chunk's content being the sink's perf_counter_ns() taken just before the
-write, then usage and [DONE]. Serves GET /v1/models. Pin it to its own core.
+write, then usage and [DONE]. The first chunk's content is ``RECV:SENT``, RECV being when the sink had read
+the whole request, so a client's TTFT can be split into its own lead and the sink's. Serves GET /v1/models.
+Pin it to its own core.
 
 usage: python sink.py PORT CHUNKS ITL_MS BURST [CPU]
 """
@@ -34,7 +36,7 @@ HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding
 MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode()
 
 
-async def stream(writer: asyncio.StreamWriter, chunks: int, itl: float, burst: int) -> None:
+async def stream(writer: asyncio.StreamWriter, chunks: int, itl: float, burst: int, recv_ns: int) -> None:
     loop = asyncio.get_running_loop()
     start = loop.time()
     writer.write(HEAD)
@@ -43,7 +45,8 @@ async def stream(writer: asyncio.StreamWriter, chunks: int, itl: float, burst: i
     while sent < chunks:
         await asyncio.sleep(max(0.0, start + tick * itl - loop.time()))
         n = min(burst, chunks - sent)
-        writer.write(_chunked(b"".join(_event(f"{time.perf_counter_ns()} ") for _ in range(n))))
+        head = f"{recv_ns}:" if sent == 0 else ""
+        writer.write(_chunked(b"".join(_event(f"{head if i == 0 else ''}{time.perf_counter_ns()} ") for i in range(n))))
         sent += n
         tick += 1
     tail = {
@@ -66,6 +69,7 @@ async def handle(
             if line.lower().startswith(b"content-length:"):
                 length = int(line.split(b":")[1])
         body = await reader.readexactly(length) if length else b""
+        recv_ns = time.perf_counter_ns()
         if first.startswith(b"GET"):
             writer.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
@@ -74,7 +78,7 @@ async def handle(
             await writer.drain()
             return
         want = json.loads(body or b"{}").get("max_tokens") or chunks
-        await stream(writer, int(want), itl, burst)
+        await stream(writer, int(want), itl, burst, recv_ns)
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:

@@ -77,3 +77,23 @@ def test_slo_search_on_the_engine(engine: EngineState, store: RunStore) -> None:
     result, impossible = search_slo(store, targets, load_scenario("code-chat"), load, SLO(ttft_ms=0.001), limit=4)
     assert impossible["embedded"].best is None and impossible["embedded"].tried == [(1, 0.0, False)]
     assert store.summaries(result.run_id)["slo/embedded"]["best"] is None
+
+
+def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: RunStore) -> None:
+    from servelab.bench import SLO, search_slo
+    from servelab.bench.scenarios import load_scenario
+
+    targets = resolve_targets([("embedded", engine.url)])
+    load = Load(requests=2, max_tokens=4, warmup=0, arrival="constant")
+    result, found = search_slo(
+        store, targets, load_scenario("code-chat"), load, SLO(ttft_ms=60_000), limit=2.0, over="rate", start_rate=0.5
+    )
+    search = found["embedded"]
+    assert search.over == "rate" and search.best == 2.0
+    assert [t[0] for t in search.tried] == [0.5, 1.0, 2.0]
+    at_two = [r for r in result.records if r.scenario == "code-chat@r2"]
+    assert len(at_two) == 8  # at least 4 seconds of arrivals at each rate
+    due = sorted(r.scheduled_ns for r in at_two if r.scheduled_ns is not None)
+    gaps_ms = [(b - a) / 1e6 for a, b in zip(due, due[1:], strict=False)]
+    assert len(due) == 8 and all(abs(g - 500) < 1 for g in gaps_ms)  # scheduled on the constant 2 req/s clock
+    assert store.summaries(result.run_id)["slo/embedded"]["over"] == "rate"

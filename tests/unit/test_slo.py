@@ -60,3 +60,29 @@ def test_sweep_levels_name_each_step() -> None:
 
     names = [(s.name, s.concurrency) for s in at_levels(expand(["code-chat"]), [1, 4])]
     assert names == [("code-chat@c1", 1), ("code-chat@c4", 4)]
+
+
+def test_rate_search_bisects_to_the_requested_precision() -> None:
+    from servelab.bench.slo import search_max_rate
+
+    tried: list[float] = []
+
+    def run_rate(rate: float) -> list[RequestRecord]:  # TTFT grows 90 ms per request/s offered
+        tried.append(rate)
+        return [rec(90 * rate, 20)] * 4
+
+    search = search_max_rate(run_rate, SLO(ttft_ms=300), start=1.0, limit=100.0, precision=0.1)
+    assert search.over == "rate"
+    assert tried[:3] == [1.0, 2.0, 4.0]  # doubles until 4 req/s fails (360 ms)
+    assert search.best is not None and 3.0 <= search.best <= 300 / 90
+    failed_above = min(r for r in tried if 90 * r > 300)
+    assert failed_above - search.best <= 0.1 * failed_above
+
+
+def test_rate_search_tries_the_limit_itself_and_stops_when_the_start_fails() -> None:
+    from servelab.bench.slo import search_max_rate
+
+    assert search_max_rate(lambda r: [rec(10, 1)], SLO(ttft_ms=300), start=1.0, limit=10.0).best == 10.0
+    tried: list[float] = []
+    none = search_max_rate(lambda r: tried.append(r) or [rec(999, 1)], SLO(ttft_ms=300), start=1.0, limit=10.0)
+    assert none.best is None and tried == [1.0]

@@ -39,3 +39,26 @@ def test_utf8_split_inside_a_character() -> None:
     text = "data: caf\u00e9\n\n".encode()
     cut = text.index(b"\xc3") + 1
     assert feed_all([text[:cut], text[cut:]]) == [(1, "message", "caf\u00e9")]
+
+
+def test_any_split_of_a_stream_gives_the_same_events() -> None:
+    import random
+
+    stream = (
+        b'data: {"a": 1}\n\n: ping\n\nevent: error\ndata: x\ndata:y\n\n\n\ndata: caf\xc3\xa9\r\n\r\n'
+        b"event: only\n\ndata: z\rdata: w\r\r"
+        b"data: [DONE]\n\n"
+    )
+    want = [(e, d) for _, e, d in feed_all([stream])]
+    assert want == [
+        ("message", '{"a": 1}'),
+        ("error", "x\ny"),
+        ("message", "caf\u00e9"),
+        ("message", "z\nw"),
+        ("message", "[DONE]"),
+    ]
+    rng = random.Random(7)
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
+        parts = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        assert [(e, d) for _, e, d in feed_all(parts)] == want

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -11,7 +12,7 @@ from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.runner import Load, ScenarioResult, ScenarioRun, Target
 from servelab.bench.scenarios import Scenario, expand, scenario_names
-from servelab.bench.slo import SLO, Search, parse_slo, search_max_level
+from servelab.bench.slo import SLO, Search, parse_slo, search_max_level, search_max_rate
 from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
@@ -25,6 +26,7 @@ __all__ = [
     "Scenario",
     "Target",
     "at_levels",
+    "at_rates",
     "expand",
     "parse_slo",
     "resolve_targets",
@@ -129,6 +131,11 @@ def at_levels(scenarios: Sequence[Scenario], levels: Sequence[int]) -> list[Scen
     return [replace(s, name=f"{s.name}@c{c}", concurrency=c) for s in scenarios for c in levels]
 
 
+def at_rates(scenarios: Sequence[Scenario], rates: Sequence[float]) -> list[Scenario]:
+    """Each scenario once per open-loop request rate (a rate sweep), named ``NAME@rR``."""
+    return [replace(s, name=f"{s.name}@r{r:g}", rate=r) for s in scenarios for r in rates]
+
+
 def run_bench(
     store: RunStore,
     targets: Sequence[Target],
@@ -175,36 +182,75 @@ def search_slo(
     load: Load,
     slo: SLO,
     *,
-    limit: int = 64,
+    limit: float = 64,
+    over: str = "concurrency",
+    start_rate: float = 0.5,
     on_step: Callable[[str, str], None] | None = None,
     args: dict[str, Any] | None = None,
 ) -> tuple[BenchResult, dict[str, Search]]:
-    """The highest concurrency at which each target keeps ``slo.attainment`` of requests within the SLO."""
+    """The highest concurrency (or open-loop request rate, ``over="rate"``) at which each target keeps
+    ``slo.attainment`` of its requests within the SLO."""
     session = BenchSession(
-        store, "bench-slo", targets, {"scenario": scenario.name, "slo": asdict(slo), "load": asdict(load)}, args
+        store,
+        "bench-slo",
+        targets,
+        {"scenario": scenario.name, "slo": asdict(slo), "load": asdict(load), "over": over},
+        args,
     )
     found: dict[str, Search] = {}
     status = STATUS_FAILED
     try:
         for target in targets:
-
-            def run_level(level: int, target: Target = target) -> list[RequestRecord]:
-                step = replace(scenario, name=f"{scenario.name}@c{level}", concurrency=level)
-                if on_step:
-                    on_step(target.name, step.name)
-                requests = max(load.requests, 2 * level)
-                return session.step(target, step, replace(load, requests=requests, concurrency=level)).records
-
-            found[target.name] = search_max_level(run_level, slo, limit)
+            found[target.name] = _search_target(session, target, scenario, load, slo, limit, over, start_rate, on_step)
             session.store.put_summary(
                 session.run_id,
                 f"slo/{target.name}",
-                {"best": found[target.name].best, "tried": found[target.name].tried, "slo": asdict(slo)},
+                {
+                    "best": found[target.name].best,
+                    "over": over,
+                    "tried": found[target.name].tried,
+                    "slo": asdict(slo),
+                },
             )
         status = STATUS_COMPLETE
     finally:
         session.close(status)
     return session.result, found
+
+
+def _search_target(
+    session: BenchSession,
+    target: Target,
+    scenario: Scenario,
+    load: Load,
+    slo: SLO,
+    limit: float,
+    over: str,
+    start_rate: float,
+    on_step: Callable[[str, str], None] | None,
+) -> Search:
+    def run_step(step: Scenario, step_load: Load) -> list[RequestRecord]:
+        if on_step:
+            on_step(target.name, step.name)
+        return session.step(target, step, step_load).records
+
+    if over == "rate":
+        return search_max_rate(
+            lambda rate: run_step(
+                at_rates([scenario], [rate])[0],
+                replace(load, requests=max(load.requests, math.ceil(4 * rate)), rate=None),
+            ),
+            slo,
+            start_rate,
+            limit,
+        )
+    return search_max_level(
+        lambda level: run_step(
+            at_levels([scenario], [level])[0], replace(load, requests=max(load.requests, 2 * level), concurrency=level)
+        ),
+        slo,
+        int(limit),
+    )
 
 
 def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any]) -> None:

@@ -97,7 +97,7 @@ class ScenarioRun:
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
         if self.scenario.cache == "cold-then-warm":
             await self._cold_then_warm()
-        elif self.load.rate:
+        elif self.load.rate or self.scenario.rate:
             await self._open_loop()
         else:
             await self._closed_loop(self.load.concurrency or self.scenario.concurrency)
@@ -141,7 +141,7 @@ class ScenarioRun:
     async def _open_loop(self) -> None:
         """Requests at scheduled times regardless of completions; latency also counts from the schedule."""
         rng = random.Random(self.load.seed)
-        rate = float(self.load.rate or 1.0)
+        rate = float(self.scenario.rate or self.load.rate or 1.0)
         start = time.perf_counter_ns()
         offset = 0.0
         tasks: list[asyncio.Task[RequestRecord]] = []

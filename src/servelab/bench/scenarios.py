@@ -51,6 +51,7 @@ class Scenario:
     cache: str = "cold"  # "cold" (a unique prefix per request) or "cold-then-warm"
     prompts: tuple[str, ...] = field(default=())  # user prompts from a file, used in turn
     prefix_text: str | None = None  # the long prefix, once fitted to prefix_tokens with the target's tokenizer
+    rate: float | None = None  # open loop at this many requests per second (a rate sweep's step)
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""

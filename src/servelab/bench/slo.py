@@ -62,34 +62,66 @@ def parse_slo(text: str, attainment: float = 0.9) -> SLO:
 
 @dataclass
 class Search:
-    """The levels tried, in order, with their attainment; ``best`` the highest level that met the SLO."""
+    """The levels tried, in order, with their attainment; ``best`` the highest level that met the SLO.
+    ``over`` says what the level is: a concurrency or a request rate."""
 
-    tried: list[tuple[int, float, bool]] = field(default_factory=list)
-    best: int | None = None
+    tried: list[tuple[float, float, bool]] = field(default_factory=list)
+    best: float | None = None
+    over: str = "concurrency"
 
 
 def search_max_level(run_level: Callable[[int], Sequence[RequestRecord]], slo: SLO, limit: int) -> Search:
-    """Double the level until the SLO fails (or ``limit``), then bisect between the last pass and the fail."""
-    search = Search()
+    """Double the concurrency until the SLO fails (or ``limit``), then bisect between the last pass and the fail."""
+    return _search(lambda level: run_level(int(level)), slo, 1, limit, lambda low, high: high - low <= 1, "concurrency")
 
-    def attempt(level: int) -> bool:
-        records = run_level(level)
+
+def search_max_rate(
+    run_rate: Callable[[float], Sequence[RequestRecord]],
+    slo: SLO,
+    start: float,
+    limit: float,
+    precision: float = 0.1,
+) -> Search:
+    """Double the request rate from ``start`` until the SLO fails (or ``limit``), then bisect until the pass and
+    the fail are within ``precision`` of each other (relative)."""
+    return _search(run_rate, slo, start, limit, lambda low, high: high - low <= precision * high, "rate")
+
+
+def _search(
+    run: Callable[[float], Sequence[RequestRecord]],
+    slo: SLO,
+    start: float,
+    limit: float,
+    close_enough: Callable[[float, float], bool],
+    over: str,
+) -> Search:
+    search = Search(over=over)
+    integral = over == "concurrency"
+
+    def attempt(level: float) -> bool:
+        records = run(level)
         ok = slo.met(records)
         search.tried.append((level, slo.attained(records), ok))
         if ok and (search.best is None or level > search.best):
             search.best = level
         return ok
 
-    level, failed = 1, None
+    level, failed = start, None
     while level <= limit:
         if not attempt(level):
             failed = level
             break
         level *= 2
-    low = search.best or 0
-    high = failed if failed is not None else min(level, limit + 1)
-    while high - low > 1:
-        mid = (low + high) // 2
+    if search.best is None or search.best == limit:
+        return search  # even the first level fails, or the limit passes
+    low = search.best
+    high = failed if failed is not None else limit + (1 if integral else 0)
+    if failed is None and not integral:
+        if attempt(limit):
+            return search
+        high = limit
+    while not close_enough(low, high):
+        mid: float = (low + high) // 2 if integral else round((low + high) / 2, 6)
         if attempt(mid):
             low = mid
         else:

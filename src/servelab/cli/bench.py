@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from servelab.bench import (
     Scenario,
     Target,
     at_levels,
+    at_rates,
     expand,
     parse_slo,
     resolve_targets,
@@ -55,15 +57,22 @@ def bench(
         "requests to match another tool's workload.",
     ),
     sweep: str | None = typer.Option(None, "--sweep", help="Run each scenario at these concurrencies, like 1,2,4,8."),
+    rate_sweep: str | None = typer.Option(
+        None, "--rate-sweep", help="Run each scenario open loop at these request rates (req/s), like 0.5,1,2."
+    ),
     slo: str | None = typer.Option(
         None,
         "--slo",
-        help="Find the highest concurrency that meets an SLO, like ttft=300ms,itl=50ms (errors count as failures).",
+        help="Find the highest concurrency (or rate, --slo-over rate) that meets an SLO, like ttft=300ms,itl=50ms "
+        "(errors count as failures).",
     ),
+    slo_over: str = typer.Option("concurrency", "--slo-over", help="What the SLO search raises: concurrency or rate."),
     slo_attainment: float = typer.Option(
         0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests that must meet the SLO."
     ),
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1, help="Upper bound of the SLO search."),
+    max_rate: float = typer.Option(64.0, "--max-rate", min=0.001, help="Upper bound of an SLO search over rate."),
+    start_rate: float = typer.Option(0.5, "--start-rate", min=0.001, help="First rate of an SLO search over rate."),
     csv_out: Path | None = typer.Option(None, "--csv", help="Also write the side-by-side table as CSV."),
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
@@ -71,6 +80,10 @@ def bench(
     """Speed on the seed workloads, every target side by side, with intervals and a mark where they differ."""
     if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
         raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
+    if slo_over not in ("concurrency", "rate"):
+        raise UsageError(f"--slo-over is concurrency or rate, got {slo_over!r}")
+    if sweep and rate_sweep:
+        raise UsageError("choose --sweep (concurrency) or --rate-sweep, not both")
     targets = resolve_targets([parse_target(t) for t in target])
     load = Load(
         requests=requests,
@@ -92,12 +105,21 @@ def bench(
     scenarios = expand(scenario)
     if sweep:
         scenarios = at_levels(scenarios, parse_levels(sweep))
-    run_args = {"targets": target, "scenarios": scenario, "requests": requests, "sweep": sweep, "slo": slo}
+    if rate_sweep:
+        scenarios = at_rates(scenarios, parse_rates(rate_sweep))
+    run_args = {
+        "targets": target,
+        "scenarios": scenario,
+        "requests": requests,
+        "sweep": sweep,
+        "rate_sweep": rate_sweep,
+        "slo": slo,
+        "slo_over": slo_over,
+    }
     with open_store(store) as db:
         if slo:
-            _search(
-                db, targets, scenarios, load, parse_slo(slo, slo_attainment), max_concurrency, step, run_args, json_out
-            )
+            bounds = SearchBounds(slo_over, max_rate if slo_over == "rate" else max_concurrency, start_rate)
+            _search(db, targets, scenarios, load, parse_slo(slo, slo_attainment), bounds, step, run_args, json_out)
             return
         result = run_bench(db, targets, scenarios, load, order=order, on_step=step, args=run_args)
     if csv_out:
@@ -133,25 +155,55 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--rate-sweep wants request rates like 0.5,1,2, got {text!r}") from None
+    if not rates or min(rates) <= 0:
+        raise UsageError(f"--rate-sweep wants rates above 0, got {text!r}")
+    return rates
+
+
+@dataclass(frozen=True)
+class SearchBounds:
+    over: str
+    limit: float
+    start_rate: float
+
+
 def _search(
     db: RunStore,
     targets: list[Target],
     scenarios: list[Scenario],
     load: Load,
     slo: SLO,
-    limit: int,
+    bounds: SearchBounds,
     step: Callable[[str, str], None],
     run_args: dict[str, object],
     json_out: bool,
 ) -> None:
     out = console()
+    unit = "req/s" if bounds.over == "rate" else ""
     for scenario in scenarios:
-        result, found = search_slo(db, targets, scenario, load, slo, limit=limit, on_step=step, args=run_args)
+        result, found = search_slo(
+            db,
+            targets,
+            scenario,
+            load,
+            slo,
+            limit=bounds.limit,
+            over=bounds.over,
+            start_rate=bounds.start_rate,
+            on_step=step,
+            args=run_args,
+        )
         if json_out:
             print_json(
                 {
                     "run_id": result.run_id,
                     "scenario": scenario.name,
+                    "over": bounds.over,
                     "targets": {t: {"best": s.best, "tried": s.tried} for t, s in found.items()},
                 }
             )
@@ -159,13 +211,15 @@ def _search(
         table = Table(
             "target",
             "levels tried (attainment)",
-            "highest concurrency within the SLO",
+            f"highest {bounds.over} within the SLO",
             title=f"{scenario.name}: SLO {slo_text(slo)} for {slo.attainment:.0%} of requests (run {result.run_id})",
             title_justify="left",
         )
         for name, search in found.items():
-            tried = ", ".join(f"{lvl}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
-            table.add_row(name, tried, str(search.best) if search.best else "none (even 1 fails)")
+            tried = ", ".join(f"{lvl:g}{unit}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
+            first = f"{search.tried[0][0]:g}{unit}" if search.tried else "the first level"
+            best = f"{search.best:g} {unit}".strip() if search.best else f"none (even {first} fails)"
+            table.add_row(name, tried, best)
         out.print(table)
 
 

@@ -6,8 +6,9 @@ completions ``text``, usage-only chunks, in-band errors and llama.cpp's ``timing
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.engines.sse import SSEEvent
@@ -28,16 +29,22 @@ class StreamInterpreter:
     def apply(self, event: SSEEvent) -> None:
         if self.done or self.record.error is not None:
             return
-        if event.data.strip() == DONE:
+        data = event.data
+        if data[:1] != "{" and data.strip() == DONE:
             self.done = True
             return
         try:
-            chunk = json.loads(event.data)
-        except json.JSONDecodeError as exc:
-            self._fail(ErrorClass.MALFORMED, f"not JSON: {event.data[:120]!r} ({exc.msg})")
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self._fail(ErrorClass.MALFORMED, f"not JSON: {data[:120]!r} ({exc.msg})")
             return
         if not isinstance(chunk, dict):
             self._fail(ErrorClass.MALFORMED, f"event is not a JSON object: {event.data[:120]!r}")
+            return
+        content = _plain_content(chunk) if event.event == "message" and self.record.model else None
+        if content:  # the common chunk, one token of content and nothing else to note
+            self._content.append(content)
+            self._token(event.arrived_ns, content=True)
             return
         if event.event == "error" or "error" in chunk:
             self._fail(ErrorClass.STREAM_ERROR, _error_text(chunk))
@@ -122,6 +129,24 @@ class StreamInterpreter:
             record.first_token_ns = arrived_ns
         if content and record.first_content_ns is None:
             record.first_content_ns = arrived_ns
+
+
+def _plain_content(chunk: dict[str, Any]) -> str | None:
+    """The text of a chunk that is one choice's ``{"content": ...}`` delta and nothing else the record keeps
+    (no usage, timings, error, finish reason); None for anything else."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or "error" in chunk or "timings" in chunk:
+        return None
+    if chunk.get("usage") is not None:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason"):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or len(delta) != 1:
+        return None
+    content = delta.get("content")
+    return content if type(content) is str else None
 
 
 def _apply_usage(record: RequestRecord, usage: dict[str, Any]) -> None:

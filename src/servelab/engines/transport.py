@@ -156,7 +156,20 @@ _ANC_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 KERNEL_STAMPS = sys.platform.startswith("linux")
 
 
+_OFFSET_TTL_NS = 50_000_000
+_offset_cache: list[int] = [0, -_OFFSET_TTL_NS]  # [offset, perf_counter_ns when read]
+
+
 def _clock_offset() -> int:
+    """CLOCK_REALTIME - perf_counter, read again when 50 ms old (a clock step shows within that; the stamp is
+    clamped to the read time in any case)."""
+    now = time.perf_counter_ns()
+    if now - _offset_cache[1] > _OFFSET_TTL_NS:
+        _offset_cache[0], _offset_cache[1] = _read_clock_offset(), now
+    return _offset_cache[0]
+
+
+def _read_clock_offset() -> int:
     """CLOCK_REALTIME - perf_counter, read between two perf_counter reads close together (a preemption
     between the reads would shift the converted stamp); the tightest of up to three tries."""
     best: tuple[int, int] | None = None
