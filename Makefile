@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: check test lint venv clean engine-down
+.PHONY: check test lint venv clean engine-down system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,15 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+# bubblewrap: the eval sandbox for model-written code (no network, read-only system). Installed with
+# apt-get where it is missing and we are root; otherwise the sandbox tests say how to get it.
+system-deps:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	  echo "bubblewrap is missing: apt-get install bubblewrap (the sandbox tests need it)"
+
 ## test: lint, type-check and run the tests (the integration tests start the embedded engine)
-test: lint
+test: lint system-deps
 	$(BIN)/python -m pytest -q
 
 engine-down:

@@ -94,6 +94,6 @@ def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: R
     at_two = [r for r in result.records if r.scenario == "code-chat@r2"]
     assert len(at_two) == 8  # at least 4 seconds of arrivals at each rate
     due = sorted(r.scheduled_ns for r in at_two if r.scheduled_ns is not None)
-    gaps_ms = [(b - a) / 1e6 for a, b in zip(due, due[1:], strict=False)]
+    gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(due)]
     assert len(due) == 8 and all(abs(g - 500) < 1 for g in gaps_ms)  # scheduled on the constant 2 req/s clock
     assert store.summaries(result.run_id)["slo/embedded"]["over"] == "rate"

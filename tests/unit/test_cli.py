@@ -14,7 +14,12 @@ from servelab.core.store import RunStore
     [
         (["plan"], 2, "Missing argument"),
         (["no-such-command"], 2, "No such command"),
-        (["eval", "--target", "x=http://h"], 2, "not built yet"),
+        (["coexist"], 2, "not built yet"),
+        (["eval", "--suite", "nope", "--target", "x=http://h"], 2, "no eval suite 'nope'"),
+        (["eval", "--suite", "quick"], 2, "needs at least one --target"),
+        (["eval", "--needle-lengths", "ten", "--target", "x=http://h"], 2, "--needle-lengths"),
+        (["bench", "--target", "x=http://h", "--slo-over", "speed", "--slo", "ttft=1s"], 2, "--slo-over"),
+        (["bench", "--target", "x=http://h", "--sweep", "1,2", "--rate-sweep", "1"], 2, "not both"),
         (["runs", "show", "nope", "--store", "STORE"], 1, "no run 'nope'"),
     ],
 )

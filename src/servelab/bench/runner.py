@@ -113,17 +113,7 @@ class ScenarioRun:
         self.scenario = replace(self.scenario, prefix_text=text)
 
     async def _counter(self) -> Callable[[str], Awaitable[int | None]]:
-        url = self.client.base.removesuffix("/v1") + "/tokenize"
-
-        async def count(text: str) -> int | None:
-            async with httpx.AsyncClient(timeout=60) as http:
-                try:
-                    resp = await http.post(url, json={"model": self.target.model, "prompt": text})
-                    return int(resp.json()["count"]) if resp.status_code == 200 else None
-                except (httpx.HTTPError, ValueError, KeyError, TypeError):
-                    return None
-
-        return count
+        return token_counter(self.client.base, self.target.model)
 
     async def _closed_loop(self, concurrency: int) -> None:
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -196,6 +186,21 @@ class ScenarioRun:
                     f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
                     "honour ignore_eos/min_tokens, output lengths vary"
                 )
+
+
+def token_counter(api_base_url: str, model: str) -> Callable[[str], Awaitable[int | None]]:
+    """Counts tokens with the server's own /tokenize; the count is None where the server has none."""
+    url = api_base_url.removesuffix("/v1") + "/tokenize"
+
+    async def count(text: str) -> int | None:
+        async with httpx.AsyncClient(timeout=60) as http:
+            try:
+                resp = await http.post(url, json={"model": model, "prompt": text})
+                return int(resp.json()["count"]) if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return None
+
+    return count
 
 
 async def fit_filler(target: int, seed: str, count: Callable[[str], Awaitable[int | None]]) -> tuple[str, int | None]:

@@ -6,6 +6,7 @@ import typer
 
 from servelab._version import __version__
 from servelab.cli import bench, check, engine, pending, plan, runs
+from servelab.cli.eval import eval_command
 
 app = typer.Typer(
     name="servelab",
@@ -33,6 +34,7 @@ app.command("check")(check.check)
 app.command("plan")(plan.plan)
 app.command("bench")(bench.bench)
 app.command("compare")(bench.compare)
+app.command("eval")(eval_command)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 pending.register(app)

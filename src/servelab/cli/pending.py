@@ -9,7 +9,6 @@ import typer
 from servelab.core.errors import NotBuiltYet
 
 PENDING: dict[str, str] = {
-    "eval": "capability by axis: strict vs semantic, tools, code, needle, repo repair",
     "coexist": "does a long prefill make streaming voice stutter",
     "gateway": "an OpenAI-compatible proxy with admission control",
     "report": "a self-contained HTML report of one or more runs",

@@ -1,0 +1,132 @@
+"""The repo-repair eval: per target and repeat, a fresh copy of the task's repo, the agent loop, then grading
+with the hidden tests; a per-trap matrix and the visible-vs-hidden gap."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from servelab.bench.runner import Target
+from servelab.core.manifest import build_manifest
+from servelab.core.records import RequestRecord
+from servelab.core.stats import wilson_interval
+from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.eval.agent import AgentLimits, Policy, Trajectory, Workspace, chat_policy, run_agent
+from servelab.eval.grade import Outcome
+from servelab.eval.repo import RepoGrade, Task, grade_workdir
+from servelab.eval.sandbox import fresh_copy
+
+PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], str], Policy]
+
+
+@dataclass
+class Attempt:
+    target: str
+    repeat: int
+    trajectory: Trajectory
+    grade: RepoGrade
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.grade.resolved:
+            return Outcome.CORRECT
+        if self.grade.error or self.trajectory.stopped == "error":
+            return Outcome.ERROR
+        if self.trajectory.stopped == "timeout":
+            return Outcome.TIMEOUT
+        return Outcome.WRONG
+
+
+@dataclass
+class RepoResult:
+    run_id: str
+    attempts: list[Attempt] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def _default_policy(timeout: float) -> PolicyFactory:
+    return lambda target, sink, label: chat_policy(target, sink, label, timeout)
+
+
+def run_repo(
+    store: RunStore,
+    targets: Sequence[Target],
+    task: Task,
+    kind: str,
+    *,
+    repeats: int = 1,
+    limits: AgentLimits | None = None,
+    policy: PolicyFactory | None = None,
+    args: dict[str, Any] | None = None,
+) -> RepoResult:
+    """Every target ``repeats`` times on ``task``; model calls stored as they finish, one summary per attempt."""
+    limits = limits or AgentLimits()
+    make_policy = policy or _default_policy(limits.shell.timeout_s * 2)
+    extra = {"task": task.name, "sandbox": kind, "repeats": repeats, "limits": asdict(limits)}
+    run_id = store.create_run("eval", build_manifest("eval", args or {}, {t.name: t.url for t in targets}, extra))
+    result = RepoResult(run_id)
+    status = STATUS_FAILED
+    try:
+        for target in targets:
+            for repeat in range(repeats):
+                label = f"repo/{task.name}#{repeat}"
+                sink = lambda r, rid=run_id: store.add_record(rid, r)  # noqa: E731
+                attempt = _attempt(task, target, repeat, kind, limits, make_policy(target, sink, label))
+                result.attempts.append(attempt)
+                store.put_summary(
+                    run_id,
+                    f"repo/{target.name}/{repeat}",
+                    {"outcome": attempt.outcome.value, "grade": attempt.grade.to_dict(task),
+                     "trajectory": attempt.trajectory.to_dict()},
+                )  # fmt: skip
+        result.summary = summarize_repo(task, result.attempts)
+        store.put_summary(run_id, "repo/summary", result.summary)
+        status = STATUS_COMPLETE
+    finally:
+        store.finish_run(run_id, status)
+    return result
+
+
+def _attempt(task: Task, target: Target, repeat: int, kind: str, limits: AgentLimits, policy: Policy) -> Attempt:
+    work = fresh_copy(task.repo)
+    try:
+        workspace = Workspace(work, kind, limits.shell)
+        trajectory = asyncio.run(run_agent(policy, task.instructions, workspace, limits))
+        grade = grade_workdir(task, work, kind)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Attempt(target.name, repeat, trajectory, grade)
+
+
+def summarize_repo(task: Task, attempts: Sequence[Attempt]) -> dict[str, Any]:
+    """Per target: resolved k/n (Wilson), visible and hidden pass rates and their gap, and how often each trap
+    was handled."""
+    out: dict[str, Any] = {"task": task.name, "targets": {}}
+    for target in dict.fromkeys(a.target for a in attempts):
+        mine = [a for a in attempts if a.target == target]
+        resolved = sum(a.grade.resolved for a in mine)
+        iv = wilson_interval(resolved, len(mine))
+        visible = _pooled(a.grade.rate(task.visible) for a in mine)
+        hidden = _pooled(a.grade.rate(task.all_tests - task.visible) for a in mine)
+        traps = sorted(set(task.traps.values()))
+        out["targets"][target] = {
+            "resolved": {"k": resolved, "n": len(mine), "low": iv.low, "high": iv.high},
+            "outcomes": {o.value: sum(a.outcome is o for a in mine) for o in Outcome},
+            "visible_pass_rate": visible,
+            "hidden_pass_rate": hidden,
+            "gap": None if visible is None or hidden is None else visible - hidden,
+            "traps": {t: sum(a.grade.traps(task).get(t, False) for a in mine) for t in traps},
+            "attempts": len(mine),
+            "stopped": [a.trajectory.stopped for a in mine],
+        }
+    return out
+
+
+def _pooled(rates: Any) -> float | None:
+    passed = total = 0
+    for k, n in rates:
+        passed, total = passed + k, total + n
+    return passed / total if total else None

@@ -1,0 +1,54 @@
+"""servelab eval against the real embedded engine (SmolLM2-135M: it scores low, and that is the result)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.bench import resolve_targets
+from servelab.cli import main
+from servelab.core.store import RunStore
+from servelab.engines.embedded import EngineState
+from servelab.eval import EvalOptions, load_items, regrade, run_eval
+from servelab.eval.grade import Outcome
+from servelab.eval.needle import needle_item
+
+
+def test_quick_suite_every_item_one_outcome_stored_raw_and_regraded(engine: EngineState, tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs.sqlite")
+    targets = resolve_targets([("embedded", engine.url)])
+    items = [*load_items(["quick"]), needle_item(1500, 0.5)]
+    result = run_eval(store, targets, items, EvalOptions(repeats=2, concurrency=4))
+    replies = result.replies["embedded"]
+    assert len(replies) == 2 * len(items)
+    assert sorted((g.item.id, g.repeat) for g in replies) == sorted((i.id, r) for i in items for r in range(2))
+    assert all(isinstance(g.grade.outcome, Outcome) for g in replies)
+    assert not [g for g in replies if g.grade.outcome is Outcome.ERROR], [g.grade.detail for g in replies]
+    records = store.records(result.run_id)
+    assert len(records) == 2 * len(items) and all(r.output_text or r.finish_reason for r in records)
+    needle = [g for g in replies if g.item.kind == "needle"]
+    assert all(g.record.prompt_tokens and abs(g.record.prompt_tokens - 1500) < 0.05 * 1500 for g in needle)
+    summary = store.summaries(result.run_id)
+    totals = summary["eval/summary"]["targets"]["embedded"]["all"]
+    assert totals["n"] == 2 * len(items) and sum(totals["outcomes"].values()) == totals["n"]
+    assert summary["eval/summary"]["targets"]["embedded"]["repeats"]["k"] == 2
+    again = regrade(store, result.run_id, EvalOptions(repeats=2))
+    first = sorted((g.item.id, g.repeat, g.grade.outcome) for g in replies)
+    assert sorted((g.item.id, g.repeat, g.grade.outcome) for g in again.replies["embedded"]) == first
+
+
+def test_eval_command_prints_the_table_and_json(
+    engine: EngineState, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "runs.sqlite")
+    assert main(["eval", "--target", f"small={engine.url}", "--suite", "quick", "--store", store]) == 0
+    text = capsys.readouterr().out
+    assert "eval " in text and "Wilson" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("small: "))
+    counts = [int(n) for n in line.split(":")[1].replace(",", " ").split() if n.isdigit()]
+    assert len(counts) == 5 and sum(counts) == 6  # every item has exactly one of the five outcomes
+    assert main(["eval", "--regrade", "latest", "--store", store, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["targets"]["small"]["all"]["n"] == 6

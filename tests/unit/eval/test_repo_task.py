@@ -1,0 +1,72 @@
+"""The repo-repair task checks itself, and grading resists what an agent might leave behind. Runs in the
+bubblewrap sandbox (make test installs it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.eval.repo import builtin_tasks, grade_workdir, load_task, self_check
+from servelab.eval.sandbox import bwrap_works, fresh_copy
+
+if not bwrap_works():
+    if os.environ.get("CI"):
+        pytest.fail("bubblewrap is missing or cannot create namespaces; `make test` installs it", pytrace=False)
+    pytest.skip("bubblewrap is not available (apt-get install bubblewrap)", allow_module_level=True)
+
+TASK = load_task("inventory")
+TRAPS = {"sku-normalization", "merge-rows", "atomic-reservation", "sales-tie-break", "inclusive-discount",
+         "round-half-up"}  # fmt: skip
+
+
+@pytest.fixture()
+def fixed() -> Iterator[Path]:
+    work = fresh_copy(TASK.repo)
+    shutil.copytree(TASK.root / "reference", work, dirs_exist_ok=True)
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_task_shape() -> None:
+    assert "inventory" in builtin_tasks()
+    assert len(TASK.visible) == 6 and len(TASK.all_tests) == 12
+    assert set(TASK.traps.values()) == TRAPS
+
+
+@pytest.mark.parametrize("name", builtin_tasks())
+def test_every_task_checks_itself(name: str) -> None:
+    """The broken original fails what it should; the reference solution passes 5 times in a row."""
+    assert self_check(load_task(name), "bwrap", runs=5) == []
+
+
+def test_broken_original_matrix() -> None:
+    grade = grade_workdir(TASK, TASK.repo, "bwrap")
+    assert not grade.resolved and grade.error is None
+    assert grade.rate(TASK.visible) == (5, 6)  # the visible tests show one trap
+    assert grade.rate(TASK.all_tests - TASK.visible) == (0, 6)  # the hidden ones catch the rest
+    assert grade.traps(TASK) == dict.fromkeys(TRAPS, False)
+
+
+def test_agent_conftest_and_pytest_config_do_not_count(fixed: Path) -> None:
+    (fixed / "inventory" / "core.py").write_text(TASK.repo.joinpath("inventory/core.py").read_text())  # unfix
+    (fixed / "conftest.py").write_text(
+        "import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    out = yield\n    out.get_result().outcome = 'passed'\n"
+    )
+    (fixed / "pytest.ini").write_text("[pytest]\naddopts = -k 'not hidden'\n")
+    grade = grade_workdir(TASK, fixed, "bwrap")
+    assert sorted(grade.removed) == ["conftest.py", "pytest.ini"]
+    assert not grade.resolved and grade.rate(TASK.all_tests)[0] == 5
+
+
+def test_agent_edits_to_visible_tests_are_undone_and_skips_count_as_failures(fixed: Path) -> None:
+    (fixed / "tests" / "test_inventory.py").write_text("def test_nothing():\n    pass\n")
+    assert grade_workdir(TASK, fixed, "bwrap").resolved  # the task's own tests came back, and pass
+    core = fixed / "inventory" / "core.py"
+    core.write_text("import pytest\npytest.skip('not today', allow_module_level=True)\n" + core.read_text())
+    grade = grade_workdir(TASK, fixed, "bwrap")
+    assert not grade.resolved and grade.rate(TASK.all_tests)[0] == 0
