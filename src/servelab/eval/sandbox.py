@@ -27,6 +27,7 @@ from servelab.core.errors import UsageError
 
 NOBODY = 65534
 PYLIB = "/tmp/pylib"  # inside: a read-only copy of pytest and its dependencies
+TASKS = Path(__file__).resolve().parent / "tasks"  # hidden tests and reference fixes: masked inside the sandbox
 PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
 INSIDE = "/tmp/sandbox"  # inside the private /tmp: the host root is read-only
 
@@ -154,6 +155,7 @@ def _bwrap_argv(argv: Sequence[str], work: Path) -> list[str]:
         "--tmpfs", "/tmp",
         "--bind", str(work), INSIDE,
         "--ro-bind", str(pytest_lib()), PYLIB,
+        "--tmpfs", str(TASKS),
         "--chdir", INSIDE,
         "--unshare-all",
         "--die-with-parent",

@@ -61,6 +61,7 @@ def test_a_fixing_agent_resolves_the_task_with_hidden_tests(tmp_path: Path) -> N
     seen: list[list[dict[str, Any]]] = []
     turns = [
         turn(("shell", {"command": "python3 -m pytest -q 2>&1 | tail -3; id -u; ls /root 2>&1 | head -1"})),
+        turn(("shell", {"command": f"ls -A {TASK.root.parent}; find / -name test_hidden.py 2>/dev/null | wc -l"})),
         turn(("read_file", {"path": "inventory/core.py"})),
         turn(("write_file", {"path": "inventory/core.py", "content": FIX})),
         turn(("shell", {"command": "python3 -m pytest -q 2>&1 | tail -1"})),
@@ -69,13 +70,14 @@ def test_a_fixing_agent_resolves_the_task_with_hidden_tests(tmp_path: Path) -> N
     store = RunStore(tmp_path / "runs.sqlite")
     result = run_repo(store, [TARGET], TASK, "bwrap", policy=scripted(turns, seen))
     attempt = result.attempts[0]
-    assert attempt.trajectory.stopped == "finish" and attempt.trajectory.steps == 5
+    assert attempt.trajectory.stopped == "finish" and attempt.trajectory.steps == 6
     assert attempt.outcome is Outcome.CORRECT
     tool_outputs = [m["content"] for m in attempt.trajectory.messages if m["role"] == "tool"]
     assert "1 failed, 5 passed" in tool_outputs[0]  # the agent sees only the visible tests
     assert "65534" in tool_outputs[0] and "Permission denied" in tool_outputs[0]
-    assert "def normalize" in tool_outputs[1]
-    assert "6 passed" in tool_outputs[3]
+    assert tool_outputs[1] == "exit code 0\n0\n"  # the tasks folder (hidden tests, reference) is masked
+    assert "def normalize" in tool_outputs[2]
+    assert "6 passed" in tool_outputs[4]
     summary = store.summaries(result.run_id)
     assert summary["repo/summary"]["targets"]["scripted"]["traps"] == dict.fromkeys(sorted(set(TASK.traps.values())), 1)
     assert summary["repo/scripted/0"]["trajectory"]["messages"][-1]["role"] == "tool"
