@@ -24,10 +24,15 @@ FULL = ("quick", "strict", "tools", "code", "needle", "repo")
 def eval_command(
     target: list[str] = typer.Option([], "--target", help="NAME=URL of an OpenAI-compatible server; repeat."),
     suite: list[str] = typer.Option(
-        ["quick"], "--suite", help=f"One of {', '.join([*builtin_suites(), 'needle', 'repo'])}, or full; repeat."
+        ["quick"],
+        "--suite",
+        help=f"One of {', '.join([*builtin_suites(), 'needle', 'repo', 'replay'])}, or full; repeat.",
     ),
     task: list[str] = typer.Option(
         [], "--task", help=f"Repo-repair task for --suite repo: {', '.join(builtin_tasks())} or a folder; repeat."
+    ),
+    traces: Path | None = typer.Option(
+        None, "--traces", help="Agent traces (JSONL of message lists) for --suite replay."
     ),
     max_steps: int = typer.Option(30, "--max-steps", min=1, help="Agent steps per repo-repair attempt."),
     agent_timeout: float = typer.Option(600.0, "--agent-timeout", min=1.0, help="Seconds per repo-repair attempt."),
@@ -60,7 +65,7 @@ def eval_command(
                 sandbox=sandbox_kind(unsafe) if needs_sandbox else None,
             )
             tasks = [load_task(t) for t in (task or builtin_tasks())] if "repo" in suites else []
-            items = load_items([s for s in suites if s != "repo"], lengths)
+            items = load_items([s for s in suites if s != "repo"], lengths, traces)
             targets = resolve_targets([parse_target(t) for t in target])
             args = {"targets": target, "suites": suites, "repeats": repeats}
             limits = AgentLimits(max_steps=max_steps, timeout_s=agent_timeout)
@@ -128,7 +133,7 @@ def _regrade_options(options: EvalOptions, unsafe: bool) -> EvalOptions:
 
 
 def _suites(names: list[str]) -> list[str]:
-    known = [*builtin_suites(), "needle", "repo"]
+    known = [*builtin_suites(), "needle", "repo", "replay"]
     out: list[str] = []
     for name in names:
         for one in FULL if name == "full" else (name,):

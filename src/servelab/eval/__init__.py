@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from servelab.bench.runner import Target
+from servelab.core.errors import UsageError
 from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.eval.items import Item, builtin_suites, load_suite
 from servelab.eval.needle import needle_grid
+from servelab.eval.replay import agreement, load_traces
 from servelab.eval.runner import EvalOptions, GradedReply, ask_all, grade_all, item_from_dict, item_to_dict
 from servelab.eval.stats import accuracy, paired, repeats
 
@@ -23,11 +26,17 @@ NEEDLE_LENGTHS = (2000, 8000, 36000)
 NEEDLE_DEPTHS = (0.0, 0.5, 1.0)
 
 
-def load_items(suites: Sequence[str], needle_lengths: Sequence[int] = NEEDLE_LENGTHS) -> list[Item]:
+def load_items(
+    suites: Sequence[str], needle_lengths: Sequence[int] = NEEDLE_LENGTHS, traces: Path | None = None
+) -> list[Item]:
     items: list[Item] = []
     for name in suites:
         if name == "needle":
             items += needle_grid(list(needle_lengths), list(NEEDLE_DEPTHS))
+        elif name == "replay":
+            if traces is None:
+                raise UsageError("--suite replay needs --traces FILE (agent traces as OpenAI message lists)")
+            items += load_traces(traces)
         else:
             items += load_suite(name)
     return items
@@ -55,6 +64,7 @@ def summarize(replies: dict[str, list[GradedReply]], k: int) -> dict[str, Any]:
                 c: accuracy([g.graded() for g in got if f"{g.item.suite}/{g.item.category}" == c]) for c in categories
             },
             "repeats": repeats(graded, k) if k > 1 else None,
+            "replay": _replay(got),
         }
     names = list(replies)
     if len(names) >= 2:
@@ -66,6 +76,17 @@ def summarize(replies: dict[str, list[GradedReply]], k: int) -> dict[str, Any]:
             "semantic": paired(a, b, "semantic"),
         }
     return out
+
+
+def _replay(got: Sequence[GradedReply]) -> dict[str, Any] | None:
+    turns = [agreement(g.record.tool_calls, g.item.answer) for g in got if g.item.kind == "replay" and g.record.ok]
+    if not turns:
+        return None
+    return {
+        "turns": len(turns),
+        "tool_choice_agreement": sum(t["tool_choice"] for t in turns) / len(turns),
+        "argument_match": sum(t["arguments"] for t in turns) / len(turns),
+    }
 
 
 def _warnings(target: str, replies: Sequence[GradedReply]) -> list[str]:
@@ -126,8 +147,6 @@ def regrade(store: RunStore, run_id: str, options: EvalOptions) -> EvalResult:
     info = store.get_run(run_id)
     stored = store.summaries(info.run_id).get("eval/items")
     if stored is None:
-        from servelab.core.errors import UsageError
-
         raise UsageError(f"run {info.run_id} is not an eval run (no stored items)")
     summaries = store.summaries(info.run_id)
     records = store.records(info.run_id)

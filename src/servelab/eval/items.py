@@ -9,7 +9,7 @@ from typing import Any
 
 from servelab.core.errors import UsageError
 
-KINDS = ("integer", "word", "json", "exact", "tool", "code", "needle")
+KINDS = ("integer", "word", "json", "exact", "tool", "code", "needle", "replay")
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,11 @@ class Item:
     tools: list[dict[str, Any]] = field(default_factory=list)
     tests: str = ""  # "code": pytest-style asserts run against the reply's code
     meta: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)  # "replay": the recorded turns before this one
 
     def messages(self) -> list[dict[str, Any]]:
+        if self.history:
+            return [dict(m) for m in self.history]
         system = [{"role": "system", "content": self.system}] if self.system else []
         return [*system, {"role": "user", "content": self.prompt}]
 

@@ -13,6 +13,7 @@ from servelab.engines.client import ClientOptions, StreamClient
 from servelab.eval.grade import Grade, failed, grade_exact, grade_text, grade_tool
 from servelab.eval.items import Item
 from servelab.eval.needle import fit_needle
+from servelab.eval.replay import agreement
 from servelab.eval.sandbox import Limits
 from servelab.eval.stats import Graded
 
@@ -81,7 +82,7 @@ def grade_record(item: Item, record: RequestRecord, options: EvalOptions) -> Gra
     """One reply's grade; code items run their tests in the sandbox."""
     if (early := failed(record)) is not None:
         return early
-    if item.kind == "tool":
+    if item.kind in ("tool", "replay"):
         return grade_tool(record.tool_calls, record.output_text, item.answer)
     if item.kind == "needle":
         return grade_exact(record.output_text, str(item.answer))
@@ -111,6 +112,9 @@ class GradedReply:
             "request_id": self.record.request_id,
             "prompt_tokens": self.record.prompt_tokens,
             **self.grade.to_dict(),
+            **(
+                {"agreement": agreement(self.record.tool_calls, self.item.answer)} if self.item.kind == "replay" else {}
+            ),
         }
 
 
