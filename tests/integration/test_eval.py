@@ -52,3 +52,20 @@ def test_eval_command_prints_the_table_and_json(
     assert main(["eval", "--regrade", "latest", "--store", store, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["targets"]["small"]["all"]["n"] == 6
+
+
+def test_tools_suite_reaches_the_engine_and_a_forced_call_is_graded(engine: EngineState, tmp_path: Path) -> None:
+    """The engine accepts tools (hermes parser); a tool_choice that forces the call yields native tool_calls."""
+    from dataclasses import replace
+
+    store = RunStore(tmp_path / "runs.sqlite")
+    targets = resolve_targets([("embedded", engine.url)])
+    items = load_items(["tools"])
+    forced = [replace(i, id=i.id + "-forced", max_tokens=48) for i in items if i.answer is not None]
+    result = run_eval(store, targets, items, EvalOptions())
+    assert not [g for g in result.replies["embedded"] if g.grade.outcome is Outcome.ERROR]
+    options = EvalOptions(tool_choice="required")
+    forced_result = run_eval(store, targets, forced, options)
+    for g in forced_result.replies["embedded"]:
+        assert g.record.tool_calls, g.record.output_text  # a native call came back, whatever its arguments
+        assert g.grade.outcome in (Outcome.CORRECT, Outcome.FORMAT_VIOLATION, Outcome.WRONG, Outcome.TIMEOUT)

@@ -219,6 +219,9 @@ class EmbeddedEngine:
             "--dtype",
             "bfloat16",
             "--enable-prompt-tokens-details",  # usage.prompt_tokens_details.cached_tokens: warm vs cold
+            "--enable-auto-tool-choice",  # tools accepted: tool_choice auto, required or named give real tool_calls
+            "--tool-call-parser",
+            "hermes",
             *s.extra_args,
         ]
 

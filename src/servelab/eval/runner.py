@@ -10,7 +10,8 @@ from typing import Any
 from servelab.bench.runner import Target, token_counter
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
-from servelab.eval.grade import Grade, failed, grade_exact, grade_text, grade_tool
+from servelab.eval import backends
+from servelab.eval.grade import Grade, failed, from_channels, grade_exact, grade_text, grade_tool
 from servelab.eval.items import Item
 from servelab.eval.needle import fit_needle
 from servelab.eval.replay import agreement
@@ -24,6 +25,7 @@ class EvalOptions:
     concurrency: int = 4
     temperature: float = 0.0
     read_timeout: float = 120.0
+    tool_choice: str = "auto"  # "required" forces a call (vLLM then constrains the output to one)
     sandbox: str | None = None  # "bwrap" or "none" when code items are in the run
     limits: Limits = field(default_factory=Limits)
 
@@ -32,11 +34,13 @@ def label(item: Item, repeat: int) -> str:
     return f"{item.suite}/{item.id}#{repeat}"
 
 
-def parse_label(text: str) -> tuple[str, str, int]:
-    """``suite/item#repeat`` → (suite, item, repeat)."""
-    head, _, repeat = text.rpartition("#")
+def parse_label(text: str) -> tuple[str, str, int, int]:
+    """``suite/item#repeat`` or ``suite/item#repeat+turn`` (a multi-turn item's later turns) →
+    (suite, item, repeat, turn)."""
+    head, _, tail = text.rpartition("#")
     suite, _, item = head.partition("/")
-    return suite, item, int(repeat)
+    repeat, _, turn = tail.partition("+")
+    return suite, item, int(repeat), int(turn or 1)
 
 
 def payload(target: Target, item: Item, options: EvalOptions) -> dict[str, Any]:
@@ -48,7 +52,7 @@ def payload(target: Target, item: Item, options: EvalOptions) -> dict[str, Any]:
     }
     if item.tools:
         body["tools"] = item.tools
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = options.tool_choice
     return body
 
 
@@ -67,19 +71,53 @@ async def ask_all(
     count = token_counter(client.base, target.model)
     items = [await fit_needle(i, count) if i.kind == "needle" else i for i in items]
 
-    async def one(item: Item, repeat: int) -> RequestRecord:
+    async def one(item: Item, repeat: int) -> list[RequestRecord]:
         async with gate:
-            record = client.new_record("chat", scenario=label(item, repeat))
-            await client.send("chat", payload(target, item, options), record=record)
-            sink(record)
-            return record
+            return await _conversation(client, target, item, repeat, options, sink)
 
     records = await asyncio.gather(*(one(i, r) for r in range(options.repeats) for i in items))
-    return items, list(records)
+    return items, [r for turns in records for r in turns]
 
 
-def grade_record(item: Item, record: RequestRecord, options: EvalOptions) -> Grade:
-    """One reply's grade; code items run their tests in the sandbox."""
+async def _conversation(
+    client: StreamClient,
+    target: Target,
+    item: Item,
+    repeat: int,
+    options: EvalOptions,
+    sink: Callable[[RequestRecord], None],
+) -> list[RequestRecord]:
+    """One request; for an item with a backend, its tool calls are run there and the results sent back until
+    the model answers in text (or ``max_turns``)."""
+    body = payload(target, item, options)
+    backend, turns = item.meta.get("backend"), int(item.meta.get("max_turns", 1))
+    records: list[RequestRecord] = []
+    for turn in range(1, turns + 1):
+        name = label(item, repeat) + (f"+{turn}" if turn > 1 else "")
+        record = client.new_record("chat", scenario=name)
+        await client.send("chat", body, record=record)
+        sink(record)
+        records.append(record)
+        if not backend or not record.ok or not record.tool_calls:
+            break
+        calls = [{**c, "id": c.get("id") or f"call_{turn}_{i}"} for i, c in enumerate(record.tool_calls)]
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": record.output_text or None, "tool_calls": calls},
+            *(
+                {"role": "tool", "tool_call_id": c["id"], "content": backends.call(
+                    backend, c["function"]["name"], c["function"].get("arguments", "{}"))}
+                for c in calls
+            ),
+        ]  # fmt: skip
+    return records
+
+
+def grade_record(item: Item, record: RequestRecord, options: EvalOptions, final: RequestRecord | None = None) -> Grade:
+    """One reply's grade; code items run their tests in the sandbox; a multi-turn item is right when both its
+    first call and its ``final`` answer are."""
+    if final is not None and item.meta.get("final"):
+        return _multi_turn(item, record, final)
     if (early := failed(record)) is not None:
         return early
     if item.kind in ("tool", "replay"):
@@ -91,6 +129,18 @@ def grade_record(item: Item, record: RequestRecord, options: EvalOptions) -> Gra
 
         return grade_code(item, record.output_text, options.sandbox or "bwrap", options.limits)
     return grade_text(item.kind, record.output_text, item.answer)
+
+
+def _multi_turn(item: Item, first: RequestRecord, final: RequestRecord) -> Grade:
+    if (early := failed(first) or failed(final)) is not None:
+        return early
+    call = grade_tool(first.tool_calls, first.output_text, item.answer)
+    spec = item.meta["final"]
+    answer = grade_text(spec["kind"], final.output_text, spec["answer"]) if final is not first else None
+    if answer is None:
+        return from_channels(False, False, f"{call.detail}; no answer after the tool result")
+    detail = f"{call.detail}; final: {answer.outcome.value}"
+    return from_channels(call.strict and answer.strict, call.semantic and answer.semantic, detail)
 
 
 @dataclass
@@ -119,13 +169,19 @@ class GradedReply:
 
 
 def grade_all(items: Sequence[Item], records: Sequence[RequestRecord], options: EvalOptions) -> list[GradedReply]:
+    """One graded reply per item and repeat (a multi-turn item's later turns feed its grade)."""
     by_id = {(i.suite, i.id): i for i in items}
-    out = []
+    turns: dict[tuple[str, str, int], dict[int, RequestRecord]] = {}
     for record in records:
-        suite, item_id, repeat = parse_label(record.scenario)
+        suite, item_id, repeat, turn = parse_label(record.scenario)
+        turns.setdefault((suite, item_id, repeat), {})[turn] = record
+    out = []
+    for (suite, item_id, repeat), got in turns.items():
         item = by_id.get((suite, item_id))
-        if item is not None:
-            out.append(GradedReply(item, repeat, record, grade_record(item, record, options)))
+        if item is None or 1 not in got:
+            continue
+        final = got[max(got)] if item.meta.get("final") else None
+        out.append(GradedReply(item, repeat, got[1], grade_record(item, got[1], options, final)))
     return out
 
 

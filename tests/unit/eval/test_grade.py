@@ -131,3 +131,33 @@ def test_extract_code_tells_bare_code_from_code_in_prose() -> None:
     assert extract_code("```python\ndef f():\n    return 1\n```") == ("def f():\n    return 1\n", True)
     assert extract_code("def f():\n    return 1") == ("def f():\n    return 1", True)
     assert extract_code("Sure!\n```python\nx = 1\n```\nHope it helps.") == ("x = 1\n", False)
+
+
+def test_multi_turn_item_needs_the_right_call_and_the_right_final_answer() -> None:
+    from servelab.eval.backends import call as backend_call
+    from servelab.eval.items import load_suite
+    from servelab.eval.runner import grade_all
+
+    item = next(i for i in load_suite("tools") if i.meta.get("backend"))
+    assert "rain" in backend_call("weather", "get_weather", '{"city": "Oslo", "unit": "celsius"}')
+    assert "error" in backend_call("weather", "get_weather", '{"town": "Oslo"}')
+    first = reply(tools=[call("get_weather", '{"city": "Oslo", "unit": "celsius"}')], finish="tool_calls")
+    first.scenario = "tools/umbrella-multi-turn#0"
+
+    def final(text: str) -> RequestRecord:
+        record = reply(text)
+        record.scenario = "tools/umbrella-multi-turn#0+2"
+        return record
+
+    def outcome(*records: RequestRecord) -> Outcome:
+        (graded,) = grade_all([item], list(records), EvalOptions())
+        assert graded.record is first or graded.record.scenario.endswith("#0")
+        return graded.grade.outcome
+
+    assert outcome(first, final("Yes")) is C
+    assert outcome(first, final("It is raining in Oslo, so yes")) is F
+    assert outcome(first, final("No")) is W
+    assert outcome(first) is W  # no answer after the tool result
+    wrong_city = reply(tools=[call("get_weather", '{"city": "Madrid", "unit": "celsius"}')], finish="tool_calls")
+    wrong_city.scenario = "tools/umbrella-multi-turn#0"
+    assert outcome(wrong_city, final("Yes")) is W
