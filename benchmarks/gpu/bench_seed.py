@@ -3,7 +3,7 @@ workload matched with `vllm bench serve` (benchmarks/gpu/prompts-matched.sharegp
 (PYTHONPATH=src), so it needs no CLI dependencies. Writes bench-seed.json and runs.sqlite to OUTDIR.
 
 usage: python bench_seed.py seed OUTDIR LAGUNA_URL SMOLLM2_URL
-       python bench_seed.py matched OUTDIR LAGUNA_URL LABEL     (one servelab pass: servelab-LABEL.json)
+       python bench_seed.py matched OUTDIR LAGUNA_URL LABEL [PROMPTS]   (one servelab pass: servelab-LABEL.json)
        python bench_seed.py agree OUTDIR                        (servelab-roundN.json beside vllm-roundN.json)
 
 benchmarks/gpu/agree.sh alternates `vllm bench serve` and `matched` on a warmed engine.
@@ -46,14 +46,14 @@ def figures(records: list[RequestRecord]) -> dict[str, float]:
     }
 
 
-def matched(out: Path, url: str, label: str) -> None:
+def matched(out: Path, url: str, label: str, prompts: str | None = None) -> None:
     """One servelab pass over the matched prompts, byte-identical to `vllm bench serve`'s (no unique prefix,
     no warm-up: the caller alternates the two tools on an engine it has warmed)."""
     store = RunStore(out / "runs.sqlite")
     result = run_bench(
         store,
         resolve_targets([("laguna", url)]),
-        [load_scenario(str(HERE / "prompts-matched.sharegpt.json"))],
+        [load_scenario(prompts or str(HERE / "prompts-matched.sharegpt.json"))],
         Load(requests=32, concurrency=4, max_tokens=256, warmup=0, unique_prefix=False),
     )
     report: dict[str, object] = {"run_id": result.run_id, "figures": figures(result.records)}
@@ -158,7 +158,7 @@ def seed(out: Path, laguna: str, smollm2: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "matched":
-        matched(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+        matched(Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
     elif sys.argv[1] == "rate":
         rate(Path(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "agree":

@@ -1,8 +1,9 @@
 """Run model-written code without Docker: a fresh temporary copy, a non-root user, rlimits, a process-group
 kill, and bubblewrap for no network and a read-only system.
 
-``bwrap`` mode: every namespace unshared (network included: only an unconfigured loopback inside), the host's
-root bound read-only, a private /tmp, /dev and /proc, the work folder bound read-write at /tmp/sandbox, and
+``bwrap`` mode: every namespace unshared (network included: only an unconfigured loopback inside), only the
+system folders bound read-only (no home folders or checkouts: nothing of servelab's tasks, hidden tests
+included, is visible), a private /tmp, /dev and /proc, the work folder bound read-write at /tmp/sandbox, and
 bwrap as the pid namespace's init: killing it ends every process inside. ``none`` mode (only with --unsafe):
 the same user, rlimits and kill, no namespaces.
 """
@@ -27,7 +28,6 @@ from servelab.core.errors import UsageError
 
 NOBODY = 65534
 PYLIB = "/tmp/pylib"  # inside: a read-only copy of pytest and its dependencies
-TASKS = Path(__file__).resolve().parent / "tasks"  # hidden tests and reference fixes: masked inside the sandbox
 PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
 INSIDE = "/tmp/sandbox"  # inside the private /tmp: the host root is read-only
 
@@ -146,16 +146,30 @@ def pytest_lib() -> Path:
     return lib
 
 
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+
+
+def _system_binds() -> list[str]:
+    """The system read-only, and nothing else of the host's files: no home folders, checkouts or caches
+    (where another copy of a task's hidden tests could be). The interpreter's own prefix when it is ours."""
+    dirs = [*SYSTEM_DIRS]
+    if python() == sys.executable:
+        dirs += [sys.base_prefix, sys.prefix]
+    out: list[str] = []
+    for d in dict.fromkeys(dirs):
+        out += ["--ro-bind-try", d, d]
+    return out
+
+
 def _bwrap_argv(argv: Sequence[str], work: Path) -> list[str]:
     return [
         "bwrap",
-        "--ro-bind", "/", "/",
+        *_system_binds(),
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
         "--bind", str(work), INSIDE,
         "--ro-bind", str(pytest_lib()), PYLIB,
-        "--tmpfs", str(TASKS),
         "--chdir", INSIDE,
         "--unshare-all",
         "--die-with-parent",

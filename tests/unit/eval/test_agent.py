@@ -74,8 +74,8 @@ def test_a_fixing_agent_resolves_the_task_with_hidden_tests(tmp_path: Path) -> N
     assert attempt.outcome is Outcome.CORRECT
     tool_outputs = [m["content"] for m in attempt.trajectory.messages if m["role"] == "tool"]
     assert "1 failed, 5 passed" in tool_outputs[0]  # the agent sees only the visible tests
-    assert "65534" in tool_outputs[0] and "Permission denied" in tool_outputs[0]
-    assert tool_outputs[1] == "exit code 0\n0\n"  # the tasks folder (hidden tests, reference) is masked
+    assert "65534" in tool_outputs[0] and "cannot access '/root'" in tool_outputs[0]  # not even there
+    assert tool_outputs[1].startswith("exit code 0\n0\n")  # no copy of the hidden tests is visible anywhere
     assert "def normalize" in tool_outputs[2]
     assert "6 passed" in tool_outputs[4]
     summary = store.summaries(result.run_id)

@@ -161,3 +161,13 @@ def test_multi_turn_item_needs_the_right_call_and_the_right_final_answer() -> No
     wrong_city = reply(tools=[call("get_weather", '{"city": "Madrid", "unit": "celsius"}')], finish="tool_calls")
     wrong_city.scenario = "tools/umbrella-multi-turn#0"
     assert outcome(wrong_city, final("Yes")) is W
+
+
+def test_code_suites_refuse_to_run_without_a_sandbox_unless_unsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from servelab.core.errors import UsageError
+    from servelab.eval import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_works", lambda: False)
+    with pytest.raises(UsageError, match="--unsafe"):
+        sandbox.sandbox_kind()
+    assert sandbox.sandbox_kind(unsafe=True) == "none"
