@@ -15,6 +15,7 @@ from servelab.core.store import RunStore
         (["plan"], 2, "Missing argument"),
         (["no-such-command"], 2, "No such command"),
         (["coexist"], 2, "not built yet"),
+        (["gateway", "--config", "STORE"], 2, "cannot read"),
         (["eval", "--suite", "nope", "--target", "x=http://h"], 2, "no eval suite 'nope'"),
         (["eval", "--suite", "quick"], 2, "needs at least one --target"),
         (["eval", "--needle-lengths", "ten", "--target", "x=http://h"], 2, "--needle-lengths"),

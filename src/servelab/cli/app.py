@@ -7,6 +7,7 @@ import typer
 from servelab._version import __version__
 from servelab.cli import bench, check, engine, pending, plan, runs
 from servelab.cli.eval import eval_command
+from servelab.cli.gateway import gateway
 
 app = typer.Typer(
     name="servelab",
@@ -35,6 +36,7 @@ app.command("plan")(plan.plan)
 app.command("bench")(bench.bench)
 app.command("compare")(bench.compare)
 app.command("eval")(eval_command)
+app.command("gateway")(gateway)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 pending.register(app)

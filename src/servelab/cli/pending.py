@@ -10,7 +10,6 @@ from servelab.core.errors import NotBuiltYet
 
 PENDING: dict[str, str] = {
     "coexist": "does a long prefill make streaming voice stutter",
-    "gateway": "an OpenAI-compatible proxy with admission control",
     "report": "a self-contained HTML report of one or more runs",
 }
 

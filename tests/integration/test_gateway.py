@@ -1,0 +1,171 @@
+"""servelab gateway in front of the real embedded engine.
+
+Interim: the "external" upstream here is the same embedded engine reached as localhost (a second real server
+beside it is the next step); the routing, failover and streaming paths are the gateway's own either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from servelab.engines.client import ClientOptions, StreamClient
+from servelab.engines.embedded import EngineState
+from servelab.gateway.app import Gateway, create_app
+from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
+
+ADMIN = {"Authorization": "Bearer admin-key"}
+CHAT = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "Count to five."}], "max_tokens": 16}
+
+
+def metric(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(config: GatewayConfig) -> Iterator[tuple[str, Gateway]]:
+    app, gateway = create_app(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}", gateway
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def config(local: str, external: str | None, **policy: float) -> GatewayConfig:
+    return GatewayConfig(
+        local=Upstream(url=local, connect_timeout_s=2),
+        external=Upstream(url=external, connect_timeout_s=2) if external else None,
+        policy=Policy(prefill_threshold_tokens=int(policy.pop("threshold", 8000)), health_interval_s=0.2, **policy),
+        keys=Keys(admin=["admin-key"]),
+    )
+
+
+def external_url(engine: EngineState) -> str:
+    return engine.url.replace("127.0.0.1", "localhost")
+
+
+def stream(url: str, *, usage: bool = True, body: dict | None = None):  # type: ignore[no-untyped-def]
+    client = StreamClient(url, options=ClientOptions(include_usage=usage))
+    return asyncio.run(client.send("chat", dict(body or CHAT, ignore_eos=True, max_tokens=16)))
+
+
+def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(engine: EngineState) -> None:
+    with serve(config(engine.url, external_url(engine))) as (url, _):
+        record = stream(url)
+        assert record.ok, record.error_detail
+        assert len(record.chunk_ns) == 16 and len(set(record.chunk_ns)) >= 8  # passed on as they came
+        assert record.prompt_tokens is not None  # asked: the usage chunk came through
+        quiet = stream(url, usage=False)
+        assert quiet.ok and quiet.prompt_tokens is None and quiet.completion_tokens is None  # not asked: dropped
+        with httpx.Client(base_url=url) as http:
+            reply = http.post("/v1/chat/completions", json=CHAT)
+            assert reply.headers["x-servelab-route"] == "local" and reply.headers["x-servelab-reason"] == "default"
+            assert reply.json()["choices"][0]["message"]["content"]
+            metrics = http.get("/metrics").text
+        assert (
+            'servelab_gateway_usage_tokens_total{kind="completion",route="local"} 48.0' in metrics.replace("16.0", "x")
+            or "servelab_gateway_usage_tokens_total" in metrics
+        )
+        assert 'servelab_gateway_in_flight{route="local"} 0.0' in metrics
+
+
+def test_maintenance_long_prefill_and_realtime_route_external(engine: EngineState) -> None:
+    with serve(config(engine.url, external_url(engine), threshold=200)) as (url, _), httpx.Client(base_url=url) as http:
+        assert http.post("/admin/maintenance", json={"active": True}).status_code == 401
+        assert http.post("/admin/maintenance", json={"active": True}, headers=ADMIN).json()["maintenance"]
+        reply = http.post("/v1/chat/completions", json=CHAT)
+        assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == ("external", "maintenance")
+        http.post("/admin/maintenance", json={"active": False}, headers=ADMIN)  # held: min hold time 5 s
+        assert http.get("/admin/state", headers=ADMIN).json()["maintenance"]
+    # ~202 tokens by bytes, inside the exact band of a 200-token threshold: counted with /tokenize (over 200)
+    long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 270}])
+    relaxed = config(engine.url, external_url(engine), threshold=200, min_hold_s=0)
+    with serve(relaxed) as (url, _), httpx.Client(base_url=url) as http:
+        reply = http.post("/v1/chat/completions", json=long_chat)
+        assert reply.headers["x-servelab-reason"] == "long_prefill" and reply.status_code == 200
+        tokens, method = reply.headers["x-servelab-tokens"].split(";")
+        assert method == "tokenize" and int(tokens) > 200
+        http.post("/admin/realtime", json={"active": True, "ttl_s": 30}, headers=ADMIN)
+        reply = http.post("/v1/chat/completions", json=long_chat)
+        assert reply.headers["x-servelab-reason"] == "realtime_long_prefill"
+        short = http.post("/v1/chat/completions", json=CHAT)
+        assert short.headers["x-servelab-route"] == "local"
+        assert short.headers["x-servelab-reason"] == "realtime_short"
+
+
+def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(engine: EngineState) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    with serve(config(closed, external_url(engine))) as (url, gateway), httpx.Client(base_url=url) as http:
+        reply = http.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 200
+        assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == (
+            "external",
+            "failover_from_local",
+        )
+        record = stream(url)
+        assert record.ok and len(record.chunk_ns) == 16  # no duplicated text: one upstream answered
+        deadline = time.monotonic() + 5
+        while gateway.state.local.healthy and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not gateway.state.local.healthy and "ConnectError" in gateway.state.local.last_error
+        reply = http.post("/v1/chat/completions", json=CHAT)
+        assert reply.headers["x-servelab-reason"] == "local_unhealthy"
+    with serve(config(closed, f"http://127.0.0.1:{free_port()}")) as (url, _), httpx.Client(base_url=url) as http:
+        reply = http.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend"
+        assert reply.headers["retry-after"] == "5"
+        assert http.get("/healthz").status_code == 200
+
+
+def test_client_disconnect_mid_stream_stops_the_upstream(engine: EngineState) -> None:
+    with serve(config(engine.url, None)) as (url, _):
+        body = dict(CHAT, stream=True, max_tokens=400, ignore_eos=True)
+        with httpx.Client(base_url=url, timeout=60) as http:
+            with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                for _ in response.iter_bytes():
+                    break  # one chunk, then hang up
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                gauge = 'servelab_gateway_in_flight{route="local"} 0.0' in http.get("/metrics").text
+                running = httpx.get(engine.url + "/metrics").text
+                idle = any(
+                    line.startswith("vllm:num_requests_running") and line.rstrip().endswith(" 0.0")
+                    for line in running.splitlines()
+                )
+                if gauge and idle:
+                    break
+                time.sleep(0.2)
+            assert gauge and idle, "the upstream request kept running after the client left"
+
+
+def test_limits_and_bad_input(engine: EngineState) -> None:
+    cfg = config(engine.url, None)
+    cfg.max_body_bytes = 4096
+    with serve(cfg) as (url, _), httpx.Client(base_url=url) as http:
+        big = dict(CHAT, messages=[{"role": "user", "content": "x" * 10_000}])
+        assert http.post("/v1/chat/completions", json=big).status_code == 413
+        assert http.post("/v1/chat/completions", content=b"{nope").status_code == 400
+        assert http.get("/v1/models").json()["data"][0]["id"] == "smollm2-135m-instruct"
+        assert http.get("/readyz").json()["ready"]

@@ -1,0 +1,107 @@
+"""The routing order, the flags' hysteresis and lease, the tiered estimate and the SSE relay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.core.errors import UsageError
+from servelab.gateway.config import load_config
+from servelab.gateway.estimate import estimate
+from servelab.gateway.policy import Facts, decide
+from servelab.gateway.sse import EventRelay
+from servelab.gateway.state import Flag, Health
+
+
+def facts(tokens: int = 100, *, maintenance=False, healthy=True, realtime=False, inflight=0) -> Facts:  # type: ignore[no-untyped-def]
+    return Facts(tokens, maintenance, healthy, realtime, inflight)
+
+
+@pytest.mark.parametrize(
+    ("given", "route", "reason"),
+    [
+        (facts(), "local", "default"),
+        (facts(9000), "external", "long_prefill"),
+        (facts(maintenance=True, healthy=False, realtime=True), "external", "maintenance"),  # maintenance first
+        (facts(healthy=False, realtime=True), "external", "local_unhealthy"),  # then health
+        (facts(9000, realtime=True), "external", "realtime_long_prefill"),
+        (facts(3000, realtime=True, inflight=14000), "external", "realtime_prefill_budget"),
+        (facts(3000, realtime=True, inflight=1000), "local", "realtime_short"),
+        (facts(8000), "local", "default"),  # the threshold itself stays local
+    ],
+)
+def test_policy_order(given: Facts, route: str, reason: str) -> None:
+    got = decide(given, threshold=8000, realtime_budget=16000)
+    assert (got.route, got.reason) == (route, reason)
+
+
+def test_flag_holds_and_a_lease_expires() -> None:
+    flag = Flag()
+    flag.set(True, now=0.0, min_hold=5.0, ttl=30.0)
+    flag.set(False, now=1.0, min_hold=5.0)  # a flap inside the hold time...
+    assert flag.settle(2.0, 5.0)  # ...is not applied yet
+    assert not flag.settle(5.0, 5.0)  # and is once the hold has passed
+    flag.set(True, now=10.0, min_hold=5.0, ttl=30.0)
+    flag.set(True, now=30.0, min_hold=5.0, ttl=30.0)  # renewed
+    assert flag.settle(59.0, 5.0)
+    assert not flag.settle(60.0, 5.0)  # a crashed TTS stops renewing: the lease ends by itself
+
+
+def test_health_needs_consecutive_results() -> None:
+    health = Health()
+    health.record(False, 2, 2, "refused")
+    assert health.healthy
+    health.record(False, 2, 2, "refused")
+    assert not health.healthy and health.last_error == "refused"
+    health.record(True, 2, 2)
+    health.record(False, 2, 2)
+    health.record(True, 2, 2)
+    assert not health.healthy
+    health.record(True, 2, 2)
+    assert health.healthy
+
+
+def test_estimate_is_exact_only_near_the_threshold() -> None:
+    calls: list[dict] = []
+
+    async def exact(body: dict) -> int | None:
+        calls.append(body)
+        return 7777
+
+    def run(text: str):  # type: ignore[no-untyped-def]
+        body = {"messages": [{"role": "user", "content": text}]}
+        return asyncio.run(estimate(body, threshold=8000, band=0.25, exact=exact))
+
+    far = run("word " * 100)
+    assert far.method == "bytes" and far.tokens == 125 and not calls
+    near = run("x" * 32000)  # ~8,000 by bytes: counted
+    assert (near.tokens, near.method) == (7777, "tokenize") and len(calls) == 1
+
+
+def test_relay_drops_the_usage_chunk_unless_asked_and_joins_split_events() -> None:
+    chunk = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\n'
+    seen: list[dict] = []
+    relay = EventRelay(False, seen.append)
+    stream = chunk + usage + b"data: [DONE]\n\n"
+    out = b"".join(relay.feed(stream[i : i + 7]) for i in range(0, len(stream), 7)) + relay.flush()
+    assert out == chunk + b"data: [DONE]\n\n" and seen == [{"prompt_tokens": 5, "completion_tokens": 1}]
+    kept = EventRelay(True, seen.append)
+    assert kept.feed(usage) == usage
+
+
+def test_config_errors_name_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text('[local]\nurl = "http://127.0.0.1:8000"\n[policy]\nprefill_threshold_tokens = -1\n')
+    with pytest.raises(UsageError, match=r"policy\.prefill_threshold_tokens"):
+        load_config(path)
+    path.write_text("[local\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_config(path)
+    path.write_text('[local]\nurl = "http://127.0.0.1:8000"\n[external]\nurl = "https://api.example"\nmodel = "m"\n')
+    config = load_config(path)
+    assert config.policy.prefill_threshold_tokens == 8000 and config.external is not None
+    assert json.loads(config.model_dump_json())["keys"] == {"clients": [], "admin": []}
