@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from servelab.engines.client import api_base
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Estimate, estimate
 from servelab.gateway.metrics import GatewayMetrics
@@ -61,7 +62,7 @@ class Gateway:
 
     async def _watch_local(self) -> None:
         policy = self.config.policy
-        url = self.config.local.url.rstrip("/").removesuffix("/v1") + self.config.local.health_path
+        url = self._local_root() + self.config.local.health_path
         while True:
             try:
                 ok = (await self.clients[LOCAL].get(url, timeout=policy.health_interval_s)).status_code == 200
@@ -70,6 +71,10 @@ class Gateway:
                 ok, error = False, f"{type(exc).__name__}: {exc}"
             self.state.local.record(ok, policy.unhealthy_after, policy.healthy_after, error)
             await asyncio.sleep(policy.health_interval_s)
+
+    def _local_root(self) -> str:
+        """The local server's root (its /health and /tokenize are not under /v1)."""
+        return api_base(self.config.local.url).removesuffix("/v1")
 
     # ---- routing ---------------------------------------------------------------------------------------
     def facts(self, tokens: int) -> Facts:
@@ -96,9 +101,7 @@ class Gateway:
         payload: dict[str, Any] = {k: body[k] for k in ("messages", "prompt", "tools") if k in body}
         payload["model"] = body.get("model", "")
         try:
-            resp = await self.clients[LOCAL].post(
-                self.config.local.url.rstrip("/").removesuffix("/v1") + "/tokenize", json=payload, timeout=10
-            )
+            resp = await self.clients[LOCAL].post(self._local_root() + "/tokenize", json=payload, timeout=10)
             return int(resp.json()["count"]) if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None

@@ -5,7 +5,6 @@ with the hidden tests like any attempt. Needs bubblewrap."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,9 @@ from servelab.eval.agent import AgentLimits, Policy
 from servelab.eval.grade import Outcome
 from servelab.eval.repo import load_task
 from servelab.eval.repo_run import run_repo
-from servelab.eval.sandbox import bwrap_works
+from tests.unit.eval.needs_bwrap import require_bwrap
 
-if not bwrap_works():
-    if os.environ.get("CI"):
-        pytest.fail("bubblewrap is missing or cannot create namespaces; `make test` installs it", pytrace=False)
-    pytest.skip("bubblewrap is not available (apt-get install bubblewrap)", allow_module_level=True)
+require_bwrap()
 
 TASK = load_task("inventory")
 FIX = (TASK.root / "reference" / "inventory" / "core.py").read_text()

@@ -3,7 +3,6 @@ bubblewrap sandbox (make test installs it)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from servelab.eval.repo import builtin_tasks, grade_workdir, load_task, self_check
-from servelab.eval.sandbox import bwrap_works, fresh_copy
+from servelab.eval.sandbox import fresh_copy
+from tests.unit.eval.needs_bwrap import require_bwrap
 
-if not bwrap_works():
-    if os.environ.get("CI"):
-        pytest.fail("bubblewrap is missing or cannot create namespaces; `make test` installs it", pytrace=False)
-    pytest.skip("bubblewrap is not available (apt-get install bubblewrap)", allow_module_level=True)
+require_bwrap()
 
 TASK = load_task("inventory")
 TRAPS = {"sku-normalization", "merge-rows", "atomic-reservation", "sales-tie-break", "inclusive-discount",

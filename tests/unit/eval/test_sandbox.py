@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from servelab.eval.sandbox import Limits, bwrap_works, fresh_copy, run
+from servelab.eval.sandbox import Limits, fresh_copy, run
+from tests.unit.eval.needs_bwrap import require_bwrap
 
-if not bwrap_works():
-    if os.environ.get("CI"):
-        pytest.fail("bubblewrap is missing or cannot create namespaces; `make test` installs it", pytrace=False)
-    pytest.skip("bubblewrap is not available (apt-get install bubblewrap)", allow_module_level=True)
+require_bwrap()
 
 
 @pytest.fixture()
