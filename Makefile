@@ -34,12 +34,14 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
-# bubblewrap: the eval sandbox for model-written code (no network, read-only system). Installed with
-# apt-get where it is missing and we are root; otherwise the sandbox tests say how to get it.
+# bubblewrap: the eval sandbox for model-written code (no network, read-only system); redis-server: the
+# gateway replicas' shared state. Installed with apt-get where missing and we are root; otherwise the tests
+# that need them say how to get them.
 system-deps:
-	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
-	  echo "bubblewrap is missing: apt-get install bubblewrap (the sandbox tests need it)"
+	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null; } || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server >/dev/null; } || \
+	  echo "missing: apt-get install bubblewrap redis-server (the sandbox and gateway-replica tests need them)"
 
 ## test: lint, type-check and run the tests (the integration tests start the embedded engine)
 test: lint system-deps

@@ -134,9 +134,9 @@ def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(engine:
         record, direct = stream(url), stream(engine.url)
         assert record.ok and record.output_text == direct.output_text  # no duplicated text: one upstream answered
         deadline = time.monotonic() + 5
-        while gateway.state.local.healthy and time.monotonic() < deadline:
+        while gateway.health.healthy and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not gateway.state.local.healthy and "ConnectError" in gateway.state.local.last_error
+        assert not gateway.health.healthy and "ConnectError" in gateway.health.last_error
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.headers["x-servelab-reason"] == "local_unhealthy"
     with serve(config(closed, f"http://127.0.0.1:{free_port()}")) as (url, _), httpx.Client(base_url=url) as http:

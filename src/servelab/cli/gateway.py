@@ -21,10 +21,6 @@ def gateway(
     from servelab.gateway.app import create_app
 
     settings = load_config(config)
-    if settings.state.backend == "redis":
-        from servelab.core.errors import UsageError
-
-        raise UsageError("state.backend = redis is not built yet", hint="use the default in-process state")
     app, _ = create_app(settings)
     listen_host, listen_port = host or settings.host, port or settings.port
     console().print(f"servelab gateway on http://{listen_host}:{listen_port} (local {settings.local.url})")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,8 @@ from servelab.gateway.estimate import Estimate, estimate
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
 from servelab.gateway.sse import EventRelay, error_event
-from servelab.gateway.state import GatewayState
+from servelab.gateway.state import Health
+from servelab.gateway.store import MemoryStore, RedisStore, Store
 from servelab.gateway.upstream import BeforeFirstByte, Opened, make_client, open_stream, upstream_body
 
 PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
@@ -40,8 +40,9 @@ class Attempt:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, state: GatewayState | None = None) -> None:
-        self.config, self.state, self.metrics = config, state or GatewayState(), GatewayMetrics()
+    def __init__(self, config: GatewayConfig, store: Store | None = None) -> None:
+        self.config, self.metrics, self.health = config, GatewayMetrics(), Health()
+        self.store: Store = store or _store(config)
         self.clients: dict[str, httpx.AsyncClient] = {}
         self._health_task: asyncio.Task[None] | None = None
 
@@ -59,6 +60,7 @@ class Gateway:
                 await self._health_task
         for client in self.clients.values():
             await client.aclose()
+        await self.store.close()
 
     async def _watch_local(self) -> None:
         policy = self.config.policy
@@ -69,7 +71,7 @@ class Gateway:
                 error = "" if ok else "health check answered non-200"
             except httpx.HTTPError as exc:
                 ok, error = False, f"{type(exc).__name__}: {exc}"
-            self.state.local.record(ok, policy.unhealthy_after, policy.healthy_after, error)
+            self.health.record(ok, policy.unhealthy_after, policy.healthy_after, error)
             await asyncio.sleep(policy.health_interval_s)
 
     def _local_root(self) -> str:
@@ -77,14 +79,14 @@ class Gateway:
         return api_base(self.config.local.url).removesuffix("/v1")
 
     # ---- routing ---------------------------------------------------------------------------------------
-    def facts(self, tokens: int) -> Facts:
-        now, hold = time.monotonic(), self.config.policy.min_hold_s
+    async def facts(self, tokens: int) -> Facts:
+        hold = self.config.policy.min_hold_s
         return Facts(
             prompt_tokens=tokens,
-            maintenance=self.state.maintenance.settle(now, hold),
-            local_healthy=self.state.local.healthy,
-            realtime=self.state.realtime.settle(now, hold),
-            local_prefill_tokens=self.state.local_prefill_tokens,
+            maintenance=await self.store.flag("maintenance", hold),
+            local_healthy=self.health.healthy,
+            realtime=await self.store.flag("realtime", hold),
+            local_prefill_tokens=await self.store.prefill(),
         )
 
     def routes(self, decision: Decision) -> list[str]:
@@ -117,7 +119,7 @@ class Gateway:
         policy = self.config.policy
         est = await estimate(body, policy.prefill_threshold_tokens, policy.exact_band, self.exact_tokens)
         decision = decide(
-            self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
+            await self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
         )
         path = PATHS[request.url.path]
         routes = self.routes(decision)
@@ -136,7 +138,7 @@ class Gateway:
             if index:
                 self.metrics.failovers.labels(route).inc()
             if route == LOCAL:
-                self._prefill(tokens)
+                await self._prefill(tokens)
             try:
                 opened = await open_stream(self.clients[route], path, upstream_body(body, route, self.config))
                 return Attempt(route, opened), "; ".join(errors)
@@ -144,12 +146,11 @@ class Gateway:
                 errors.append(f"{route}: {exc}")
             finally:
                 if route == LOCAL:
-                    self._prefill(-tokens)
+                    await self._prefill(-tokens)
         return None, "; ".join(errors)
 
-    def _prefill(self, tokens: int) -> None:
-        self.state.local_prefill_tokens += tokens
-        self.metrics.local_prefill.set(self.state.local_prefill_tokens)
+    async def _prefill(self, tokens: int) -> None:
+        self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
 
     async def _stream(
         self, request: Request, body: dict[str, Any], path: str, routes: list[str], decision: Decision, est: Estimate
@@ -284,21 +285,20 @@ class Gateway:
         if _bearer(request) not in admin_keys:
             return _error(401, "missing or unknown admin key", "authentication_error")
         flag = request.path_params["flag"]
-        if request.method == "POST":
+        if flag not in ("realtime", "maintenance", "state"):
+            return _error(404, f"no admin endpoint {flag!r}: realtime, maintenance or state", "not_found")
+        if request.method == "POST" and flag != "state":
             try:
                 data = await request.json()
                 active = bool(data["active"])
-            except (ValueError, KeyError, TypeError):
+                ttl = float(data.get("ttl_s", self.config.policy.realtime_ttl_s)) if flag == "realtime" else None
+            except (ValueError, KeyError, TypeError, AttributeError):
                 return _error(400, 'send {"active": true|false} (realtime: "ttl_s" too)', "invalid_request_error")
-            now, policy = time.monotonic(), self.config.policy
-            if flag == "realtime":
-                self.state.realtime.set(active, now, policy.min_hold_s, float(data.get("ttl_s", policy.realtime_ttl_s)))
-            else:
-                self.state.maintenance.set(active, now, policy.min_hold_s)
-        return JSONResponse(self.snapshot())
+            await self.store.set_flag(flag, active, self.config.policy.min_hold_s, ttl)
+        return JSONResponse(await self.snapshot())
 
-    def snapshot(self) -> dict[str, Any]:
-        facts = self.facts(0)
+    async def snapshot(self) -> dict[str, Any]:
+        facts = await self.facts(0)
         for name, value in (
             ("maintenance", facts.maintenance),
             ("realtime", facts.realtime),
@@ -309,7 +309,7 @@ class Gateway:
             "maintenance": facts.maintenance,
             "realtime": facts.realtime,
             "local_healthy": facts.local_healthy,
-            "local_last_error": self.state.local.last_error,
+            "local_last_error": self.health.last_error,
             "local_prefill_tokens": facts.local_prefill_tokens,
         }
 
@@ -317,13 +317,13 @@ class Gateway:
         return JSONResponse({"ok": True})
 
     async def readyz(self, request: Request) -> Response:
-        state = self.snapshot()
+        state = await self.snapshot()
         local_ok = state["local_healthy"] and not state["maintenance"]
         ready = local_ok or EXTERNAL in self.clients
         return JSONResponse({"ready": ready, **state}, status_code=200 if ready else 503)
 
     async def prometheus(self, request: Request) -> Response:
-        self.snapshot()
+        await self.snapshot()
         return Response(generate_latest(self.metrics.registry), media_type="text/plain; version=0.0.4")
 
 
@@ -332,8 +332,14 @@ def _bearer(request: Request) -> str | None:
     return value[7:].strip() if value.lower().startswith("bearer ") else None
 
 
-def create_app(config: GatewayConfig, state: GatewayState | None = None) -> tuple[Starlette, Gateway]:
-    gateway = Gateway(config, state)
+def _store(config: GatewayConfig) -> Store:
+    if config.state.backend == "redis":
+        return RedisStore(config.state.redis_url, config.state.prefix)
+    return MemoryStore()
+
+
+def create_app(config: GatewayConfig, store: Store | None = None) -> tuple[Starlette, Gateway]:
+    gateway = Gateway(config, store)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -4,7 +4,7 @@ local health; every flag with hysteresis: once changed it holds at least ``min_h
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -52,13 +52,3 @@ class Health:
             self.failures, self.successes, self.last_error = self.failures + 1, 0, error
             if self.healthy and self.failures >= unhealthy_after:
                 self.healthy = False
-
-
-@dataclass
-class GatewayState:
-    """In-process state (one replica)."""
-
-    maintenance: Flag = field(default_factory=Flag)
-    realtime: Flag = field(default_factory=Flag)
-    local: Health = field(default_factory=Health)
-    local_prefill_tokens: int = 0  # prompt tokens of local requests still waiting for their first token

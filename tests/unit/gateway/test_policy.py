@@ -105,3 +105,9 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.policy.prefill_threshold_tokens == 8000 and config.external is not None
     assert json.loads(config.model_dump_json())["keys"] == {"clients": [], "admin": []}
+
+
+def test_the_example_config_loads() -> None:
+    config = load_config(Path(__file__).parents[3] / "examples" / "gateway.toml")
+    assert config.external is not None and config.external.model == "provider-model-name"
+    assert config.keys.admin == ["change-me"] and config.state.backend == "memory"
