@@ -26,6 +26,7 @@ from servelab.gateway.state import Health
 from servelab.gateway.store import MemoryStore, RedisStore, Store
 from servelab.gateway.upstream import BeforeFirstByte, Opened, make_client, open_stream, upstream_body
 
+SHED_REASONS = ("realtime_long_prefill", "realtime_prefill_budget")
 PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
 
 
@@ -231,6 +232,12 @@ class Gateway:
         }
 
     def _unavailable(self, decision: Decision, est: Estimate) -> Response:
+        """503 when nothing can serve; 429 when local could but the policy keeps it free for realtime (shedding)."""
+        if decision.reason in SHED_REASONS:
+            self.metrics.requests.labels("none", decision.reason, "4xx").inc()
+            headers = {"x-servelab-route": "none", "x-servelab-reason": decision.reason, "retry-after": "10"}
+            message = f"shed: realtime is active and this request (~{est.tokens} prompt tokens) would delay it"
+            return _error(429, message, "rate_limit_exceeded", headers)
         return self._no_backend(decision, f"no backend can serve this request (~{est.tokens} prompt tokens)")
 
     def _failed(self, decision: Decision, errors: str) -> Response:
