@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     it is up, and the timing tests want a quiet machine. Tests that stop the engine run last."""
 
     def order(item: pytest.Item) -> tuple[bool, bool]:
-        uses_engine = bool({"engine", "engine_handle"} & set(getattr(item, "fixturenames", ())))
+        uses_engine = bool({"engine", "engine_handle", "external_engine"} & set(getattr(item, "fixturenames", ())))
         return item.get_closest_marker("stops_engine") is not None, uses_engine
 
     items.sort(key=order)

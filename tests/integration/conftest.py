@@ -23,3 +23,24 @@ def engine() -> Iterator[EngineState]:
 @pytest.fixture(scope="session")
 def engine_handle(engine: EngineState) -> EmbeddedEngine:
     return EmbeddedEngine(EngineSettings(port=TEST_PORT, instance="test-engine"))
+
+
+EXTERNAL_PORT = 18766
+EXTERNAL_KEY = "external-test-key"
+EXTERNAL_KEY_ENV = "SERVELAB_TEST_EXTERNAL_KEY"
+
+
+@pytest.fixture(scope="session")
+def external_engine(engine: EngineState) -> Iterator[EngineState]:
+    """A second real OpenAI-compatible server for the gateway's external route: another embedded vLLM, which
+    wants an API key (so a wrong key gets a real 401)."""
+    import os
+
+    os.environ[EXTERNAL_KEY_ENV] = EXTERNAL_KEY
+    second = EmbeddedEngine(
+        EngineSettings(port=EXTERNAL_PORT, instance="test-external", extra_args=("--api-key", EXTERNAL_KEY))
+    )
+    state = second.up()
+    yield state
+    if not state.reused:
+        second.down()

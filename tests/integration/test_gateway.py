@@ -1,8 +1,5 @@
-"""servelab gateway in front of the real embedded engine.
-
-Interim: the "external" upstream here is the same embedded engine reached as localhost (a second real server
-beside it is the next step); the routing, failover and streaming paths are the gateway's own either way.
-"""
+"""servelab gateway between two real servers: the embedded engine as local, a second embedded vLLM (with an API
+key) as the external API."""
 
 from __future__ import annotations
 
@@ -20,6 +17,7 @@ from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.embedded import EngineState
 from servelab.gateway.app import Gateway, create_app
 from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
+from tests.integration.conftest import EXTERNAL_KEY_ENV
 
 ADMIN = {"Authorization": "Bearer admin-key"}
 CHAT = {
@@ -58,17 +56,17 @@ def serve(config: GatewayConfig) -> Iterator[tuple[str, Gateway]]:
         thread.join(timeout=10)
 
 
-def config(local: str, external: str | None, **policy: float) -> GatewayConfig:
+def config(local: str, external: str | None, key_env: str = EXTERNAL_KEY_ENV, **policy: float) -> GatewayConfig:
     return GatewayConfig(
         local=Upstream(url=local, connect_timeout_s=2),
-        external=Upstream(url=external, connect_timeout_s=2) if external else None,
-        policy=Policy(prefill_threshold_tokens=int(policy.pop("threshold", 8000)), health_interval_s=0.2, **policy),
+        external=Upstream(url=external, connect_timeout_s=2, api_key_env=key_env) if external else None,
+        policy=Policy(
+            prefill_threshold_tokens=int(policy.pop("threshold", 8000)),
+            health_interval_s=policy.pop("health_interval_s", 0.2),
+            **policy,
+        ),
         keys=Keys(admin=["admin-key"]),
     )
-
-
-def external_url(engine: EngineState) -> str:
-    return engine.url.replace("127.0.0.1", "localhost")
 
 
 def stream(url: str, *, usage: bool = True, body: dict | None = None):  # type: ignore[no-untyped-def]
@@ -76,8 +74,10 @@ def stream(url: str, *, usage: bool = True, body: dict | None = None):  # type: 
     return asyncio.run(client.send("chat", dict(body or CHAT, ignore_eos=True, max_tokens=16)))
 
 
-def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(engine: EngineState) -> None:
-    with serve(config(engine.url, external_url(engine))) as (url, _):
+def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(
+    engine: EngineState, external_engine: EngineState
+) -> None:
+    with serve(config(engine.url, external_engine.url)) as (url, _):
         record, direct = stream(url), stream(engine.url)
         assert record.ok and direct.ok, record.error_detail
         assert record.output_text == direct.output_text  # temperature 0: the same text...
@@ -98,8 +98,10 @@ def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(eng
         assert 'servelab_gateway_in_flight{route="local"} 0.0' in metrics
 
 
-def test_maintenance_long_prefill_and_realtime_route_external(engine: EngineState) -> None:
-    with serve(config(engine.url, external_url(engine), threshold=200)) as (url, _), httpx.Client(base_url=url) as http:
+def test_maintenance_long_prefill_and_realtime_route_external(
+    engine: EngineState, external_engine: EngineState
+) -> None:
+    with serve(config(engine.url, external_engine.url, threshold=200)) as (url, _), httpx.Client(base_url=url) as http:
         assert http.post("/admin/maintenance", json={"active": True}).status_code == 401
         assert http.post("/admin/maintenance", json={"active": True}, headers=ADMIN).json()["maintenance"]
         reply = http.post("/v1/chat/completions", json=CHAT)
@@ -108,7 +110,7 @@ def test_maintenance_long_prefill_and_realtime_route_external(engine: EngineStat
         assert http.get("/admin/state", headers=ADMIN).json()["maintenance"]
     # ~202 tokens by bytes, inside the exact band of a 200-token threshold: counted with /tokenize (over 200)
     long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 270}])
-    relaxed = config(engine.url, external_url(engine), threshold=200, min_hold_s=0)
+    relaxed = config(engine.url, external_engine.url, threshold=200, min_hold_s=0)
     with serve(relaxed) as (url, _), httpx.Client(base_url=url) as http:
         reply = http.post("/v1/chat/completions", json=long_chat)
         assert reply.headers["x-servelab-reason"] == "long_prefill" and reply.status_code == 200
@@ -122,9 +124,11 @@ def test_maintenance_long_prefill_and_realtime_route_external(engine: EngineStat
         assert short.headers["x-servelab-reason"] == "realtime_short"
 
 
-def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(engine: EngineState) -> None:
+def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(
+    engine: EngineState, external_engine: EngineState
+) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    with serve(config(closed, external_url(engine))) as (url, gateway), httpx.Client(base_url=url) as http:
+    with serve(config(closed, external_engine.url)) as (url, gateway), httpx.Client(base_url=url) as http:
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.status_code == 200
         assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == (
@@ -176,3 +180,23 @@ def test_limits_and_bad_input(engine: EngineState) -> None:
         assert http.post("/v1/chat/completions", content=b"{nope").status_code == 400
         assert http.get("/v1/models").json()["data"][0]["id"] == "smollm2-135m-instruct"
         assert http.get("/readyz").json()["ready"]
+
+
+def test_external_errors_leave_local_healthy_and_the_alias_is_rewritten(
+    engine: EngineState, external_engine: EngineState
+) -> None:
+    aliased = dict(CHAT, model="my-alias")
+    cfg = config(f"http://127.0.0.1:{free_port()}", external_engine.url, health_interval_s=60)
+    assert cfg.external is not None
+    cfg.external.model = "smollm2-135m-instruct"
+    with serve(cfg) as (url, gateway), httpx.Client(base_url=url) as http:
+        reply = http.post("/v1/chat/completions", json=aliased)  # local is down: failover to external
+        assert reply.status_code == 200 and reply.headers["x-servelab-route"] == "external"
+        assert reply.json()["model"] == "smollm2-135m-instruct"  # the alias went out as the external name
+    wrong_key = config(engine.url, external_engine.url, key_env="SERVELAB_TEST_NO_SUCH_KEY")
+    with serve(wrong_key) as (url, gateway), httpx.Client(base_url=url) as http:
+        http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)
+        reply = http.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 401 and reply.headers["x-servelab-route"] == "external"  # passed on as is
+        time.sleep(0.5)
+        assert gateway.health.healthy  # an external 401 says nothing about local

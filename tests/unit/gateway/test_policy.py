@@ -111,3 +111,18 @@ def test_the_example_config_loads() -> None:
     config = load_config(Path(__file__).parents[3] / "examples" / "gateway.toml")
     assert config.external is not None and config.external.model == "provider-model-name"
     assert config.keys.admin == ["change-me"] and config.state.backend == "memory"
+
+
+def test_upstream_body_strips_engine_fields_rewrites_the_alias_and_asks_for_usage() -> None:
+    from servelab.gateway.config import GatewayConfig, Upstream
+    from servelab.gateway.upstream import upstream_body
+
+    config = GatewayConfig(local=Upstream(url="http://l"), external=Upstream(url="http://e", model="vendor-x"))
+    body = {"model": "alias", "messages": [], "stream": True, "ignore_eos": True, "min_tokens": 5, "tools": [1],
+            "unknown_field": {"kept": True}}  # fmt: skip
+    out = upstream_body(body, "external", config)
+    assert out["model"] == "vendor-x" and "ignore_eos" not in out and "min_tokens" not in out
+    assert out["tools"] == [1] and out["unknown_field"] == {"kept": True}
+    assert out["stream_options"] == {"include_usage": True}
+    local = upstream_body(body, "local", config)
+    assert local["ignore_eos"] is True and local["model"] == "alias" and body.get("stream_options") is None
