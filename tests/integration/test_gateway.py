@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 import uvicorn
 
 from servelab.engines.client import ClientOptions, StreamClient
@@ -150,25 +151,73 @@ def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(
         assert http.get("/healthz").status_code == 200
 
 
+def engine_metric(engine: EngineState, name: str) -> float:
+    """A vLLM counter or gauge, summed over its label sets."""
+    text = httpx.get(engine.url + "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def wait_idle(engine: EngineState, gateway_url: str, seconds: float = 20) -> bool:
+    """The gateway's local in-flight gauge and vLLM's running requests both back to 0."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        gauge = metric(httpx.get(gateway_url + "/metrics").text, 'servelab_gateway_in_flight{route="local"}')
+        if gauge in (0.0, None) and engine_metric(engine, "vllm:num_requests_running") == 0:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def test_client_disconnect_mid_stream_stops_the_upstream(engine: EngineState) -> None:
     with serve(config(engine.url, None)) as (url, _):
         body = dict(CHAT, stream=True, max_tokens=400, ignore_eos=True)
-        with httpx.Client(base_url=url, timeout=60) as http:
-            with http.stream("POST", "/v1/chat/completions", json=body) as response:
-                for _ in response.iter_bytes():
-                    break  # one chunk, then hang up
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                gauge = 'servelab_gateway_in_flight{route="local"} 0.0' in http.get("/metrics").text
-                running = httpx.get(engine.url + "/metrics").text
-                idle = any(
-                    line.startswith("vllm:num_requests_running") and line.rstrip().endswith(" 0.0")
-                    for line in running.splitlines()
-                )
-                if gauge and idle:
-                    break
-                time.sleep(0.2)
-            assert gauge and idle, "the upstream request kept running after the client left"
+        with (
+            httpx.Client(base_url=url, timeout=60) as http,
+            http.stream("POST", "/v1/chat/completions", json=body) as r,
+        ):
+            for _ in r.iter_bytes():
+                break  # one chunk, then hang up
+        assert wait_idle(engine, url), "the upstream request kept running after the client left"
+
+
+def test_disconnect_before_the_first_token_and_on_a_non_streaming_request(engine: EngineState) -> None:
+    """400 tokens take the CPU engine ~15 s; a client gone after 1 s must not leave them being generated."""
+    with serve(config(engine.url, None)) as (url, _):
+        long_prompt = [{"role": "user", "content": "x1 " * 2300}]  # a prefill of several seconds here
+        for body in (
+            dict(CHAT, messages=long_prompt, stream=True, max_tokens=400, ignore_eos=True),
+            dict(CHAT, max_tokens=400, ignore_eos=True),  # not streamed: nothing comes back until the end
+        ):
+            before = engine_metric(engine, "vllm:generation_tokens_total")
+            with pytest.raises(httpx.ReadTimeout), httpx.Client(base_url=url, timeout=1.0) as http:
+                http.post("/v1/chat/completions", json=body)
+            assert wait_idle(engine, url), "the upstream request kept running after the client left"
+            generated = engine_metric(engine, "vllm:generation_tokens_total") - before
+            assert generated < 400, f"{generated} tokens generated for a client that had left"
+
+
+def test_tool_call_deltas_and_finish_reason_match_on_both_routes(
+    engine: EngineState, external_engine: EngineState
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    tools = [{"type": "function", "function": {"name": "add", "parameters": schema}}]
+    body = dict(CHAT, messages=[{"role": "user", "content": "Add 17 and 25."}], tools=tools, tool_choice="required")
+    body["max_tokens"] = 40
+    with serve(config(engine.url, external_engine.url, min_hold_s=0)) as (url, _), httpx.Client(base_url=url) as http:
+        client = StreamClient(url, options=ClientOptions())
+        local = asyncio.run(client.send("chat", dict(body)))
+        http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)
+        external = asyncio.run(client.send("chat", dict(body)))
+    assert local.ok and external.ok
+    assert local.tool_calls and [c["function"] for c in local.tool_calls] == [
+        c["function"] for c in external.tool_calls
+    ]
+    assert local.finish_reason == external.finish_reason
+    assert len(local.chunk_ns) == len(external.chunk_ns)  # the same deltas, passed on one by one
 
 
 def test_limits_and_bad_input(engine: EngineState) -> None:

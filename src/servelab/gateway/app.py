@@ -150,13 +150,31 @@ class Gateway:
                     await self._prefill(-tokens)
         return None, "; ".join(errors)
 
+    async def _open_watching(
+        self, request: Request, body: dict[str, Any], path: str, routes: list[str], tokens: int
+    ) -> tuple[Attempt | None, str] | None:
+        """``_open_first``, cancelled (None) when the client leaves before the first byte: a long prefill is
+        not left running for nobody (cancelling closes the upstream connection, and vLLM aborts)."""
+        work = asyncio.create_task(self._open_first(body, path, routes, tokens))
+        while not work.done():
+            done, _ = await asyncio.wait({work}, timeout=0.25)
+            if not done and await request.is_disconnected():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return None
+        return work.result()
+
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
 
     async def _stream(
         self, request: Request, body: dict[str, Any], path: str, routes: list[str], decision: Decision, est: Estimate
     ) -> Response:
-        attempt, errors = await self._open_first(body, path, routes, est.tokens)
+        opened = await self._open_watching(request, body, path, routes, est.tokens)
+        if opened is None:
+            return Response(status_code=499)
+        attempt, errors = opened
         if attempt is None:
             return self._failed(decision, errors)
         asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -190,16 +208,10 @@ class Gateway:
     async def _whole(
         self, request: Request, body: dict[str, Any], path: str, routes: list[str], decision: Decision, est: Estimate
     ) -> Response:
-        gauge = None
-        work = asyncio.create_task(self._open_first(body, path, routes, est.tokens))
-        while not work.done():
-            done, _ = await asyncio.wait({work}, timeout=0.25)
-            if not done and await request.is_disconnected():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
-                return Response(status_code=499)
-        attempt, errors = work.result()
+        opened = await self._open_watching(request, body, path, routes, est.tokens)
+        if opened is None:
+            return Response(status_code=499)
+        attempt, errors = opened
         if attempt is None:
             return self._failed(decision, errors)
         gauge = self.metrics.in_flight.labels(attempt.route)
