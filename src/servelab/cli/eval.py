@@ -52,8 +52,7 @@ def eval_command(
     needs_sandbox = bool(set(suites) & set(CODE_SUITES))
     with open_store(store) as db:
         if regrade_run:
-            options = EvalOptions(sandbox=sandbox_kind(unsafe) if needs_sandbox or unsafe else None)
-            result = regrade(db, regrade_run, _regrade_options(options, unsafe))
+            result = regrade(db, regrade_run, _regrade_options(needs_sandbox, unsafe))
         else:
             if not target:
                 raise UsageError("eval needs at least one --target NAME=URL (or --regrade RUN)")
@@ -123,13 +122,15 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
-def _regrade_options(options: EvalOptions, unsafe: bool) -> EvalOptions:
-    if options.sandbox is None:
-        try:
-            return EvalOptions(sandbox=sandbox_kind(unsafe))
-        except UsageError:
-            return options  # code items, if any, are then graded as errors by the sandbox run
-    return options
+def _regrade_options(needs_sandbox: bool, unsafe: bool) -> EvalOptions:
+    """The sandbox for re-grading: required when code suites were named, else used where there is one (code items
+    in the stored run are otherwise graded as errors by the sandbox run)."""
+    if needs_sandbox or unsafe:
+        return EvalOptions(sandbox=sandbox_kind(unsafe))
+    try:
+        return EvalOptions(sandbox=sandbox_kind(unsafe))
+    except UsageError:
+        return EvalOptions()
 
 
 def _suites(names: list[str]) -> list[str]:

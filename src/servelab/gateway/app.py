@@ -126,9 +126,16 @@ class Gateway:
         routes = self.routes(decision)
         if not routes:
             return self._unavailable(decision, est)
+        opened = await self._open_watching(request, body, path, routes, est.tokens)
+        if opened is None:
+            return Response(status_code=499)
+        attempt, errors = opened
+        if attempt is None:
+            return self._failed(decision, errors)
+        headers = self._headers(attempt.route, decision, est, failed_over=attempt.route != routes[0])
         if body.get("stream"):
-            return await self._stream(request, body, path, routes, decision, est)
-        return await self._whole(request, body, path, routes, decision, est)
+            return self._stream(attempt, body, decision, headers)
+        return await self._whole(attempt, decision, headers)
 
     async def _open_first(
         self, body: dict[str, Any], path: str, routes: list[str], tokens: int
@@ -168,17 +175,8 @@ class Gateway:
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
 
-    async def _stream(
-        self, request: Request, body: dict[str, Any], path: str, routes: list[str], decision: Decision, est: Estimate
-    ) -> Response:
-        opened = await self._open_watching(request, body, path, routes, est.tokens)
-        if opened is None:
-            return Response(status_code=499)
-        attempt, errors = opened
-        if attempt is None:
-            return self._failed(decision, errors)
+    def _stream(self, attempt: Attempt, body: dict[str, Any], decision: Decision, headers: dict[str, str]) -> Response:
         asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        headers = self._headers(attempt.route, decision, est, failed_over=attempt.route != routes[0])
         status = attempt.opened.response.status_code
         self.metrics.requests.labels(attempt.route, decision.reason, f"{status // 100}xx").inc()
         relay = EventRelay(asked_usage, lambda usage: self._usage(attempt.route, usage))
@@ -205,15 +203,7 @@ class Gateway:
             await attempt.opened.response.aclose()  # a client disconnect cancels us here: the upstream stops too
             gauge.dec()
 
-    async def _whole(
-        self, request: Request, body: dict[str, Any], path: str, routes: list[str], decision: Decision, est: Estimate
-    ) -> Response:
-        opened = await self._open_watching(request, body, path, routes, est.tokens)
-        if opened is None:
-            return Response(status_code=499)
-        attempt, errors = opened
-        if attempt is None:
-            return self._failed(decision, errors)
+    async def _whole(self, attempt: Attempt, decision: Decision, headers: dict[str, str]) -> Response:
         gauge = self.metrics.in_flight.labels(attempt.route)
         gauge.inc()
         try:
@@ -227,7 +217,6 @@ class Gateway:
             self._usage(attempt.route, json.loads(content).get("usage") or {})
         status = attempt.opened.response.status_code
         self.metrics.requests.labels(attempt.route, decision.reason, f"{status // 100}xx").inc()
-        headers = self._headers(attempt.route, decision, est, failed_over=attempt.route != routes[0])
         return Response(content, status_code=status, headers=headers, media_type="application/json")
 
     def _usage(self, route: str, usage: dict[str, Any]) -> None:
