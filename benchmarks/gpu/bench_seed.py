@@ -12,6 +12,8 @@ benchmarks/gpu/agree.sh alternates `vllm bench serve` and `matched` on a warmed 
 from __future__ import annotations
 
 import json
+import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -54,7 +56,14 @@ def matched(out: Path, url: str, label: str, prompts: str | None = None) -> None
         store,
         resolve_targets([("laguna", url)]),
         [load_scenario(prompts or str(HERE / "prompts-matched.sharegpt.json"))],
-        Load(requests=32, concurrency=4, max_tokens=256, warmup=0, unique_prefix=False),
+        Load(
+            requests=32,
+            concurrency=4,
+            max_tokens=256,
+            warmup=0,
+            unique_prefix=False,
+            fixed_output=os.environ.get("FIXED_OUTPUT", "ignore_eos"),  # type: ignore[arg-type]
+        ),
     )
     report: dict[str, object] = {"run_id": result.run_id, "figures": figures(result.records)}
     report["warnings"] = result.warnings
@@ -106,8 +115,39 @@ def rate(out: Path, url: str) -> None:
 KEYS = ("output_throughput", "median_ttft_ms", "mean_ttft_ms", "median_tpot_ms", "median_itl_ms", "duration")
 
 
+def _histogram(text: str, name: str) -> tuple[float, float]:
+    """(sum, count) of one vLLM histogram in a /metrics scrape, over all label sets."""
+    total = count = 0.0
+    for line in text.splitlines():
+        m = re.match(rf"{name}_(sum|count)(?:{{[^}}]*}})? ([0-9.e+-]+)$", line)
+        if m:
+            total, count = (total + float(m[2]), count) if m[1] == "sum" else (total, count + float(m[2]))
+    return total, count
+
+
+def server_side(out: Path, tool: str, label: str) -> dict[str, float]:
+    """The server's own mean TTFT, queue and prefill time (ms) over one pass: /metrics scraped before and after."""
+    before, after = (out / f"metrics-{tool}-{label}-{w}.txt" for w in ("before", "after"))
+    if not (before.exists() and after.exists()):
+        return {}
+    means = {}
+    for key, name in SERVER_SERIES.items():
+        (s0, c0), (s1, c1) = _histogram(before.read_text(), name), _histogram(after.read_text(), name)
+        if c1 > c0:
+            means[key] = 1000 * (s1 - s0) / (c1 - c0)
+    return means
+
+
+SERVER_SERIES = {
+    "server_ttft_ms": "vllm:time_to_first_token_seconds",
+    "server_queue_ms": "vllm:request_queue_time_seconds",
+    "server_prefill_ms": "vllm:request_prefill_time_seconds",
+}
+
+
 def agree(out: Path) -> None:
-    """Per round and averaged over rounds: servelab against `vllm bench serve` (vllm-LABEL.json)."""
+    """Per round and averaged over rounds: servelab against `vllm bench serve` (vllm-LABEL.json), and the server's
+    own view of each pass (from /metrics scraped around it) where agree.sh took it."""
     rounds = sorted(p.stem.removeprefix("servelab-") for p in out.glob("servelab-round*.json"))
     rows: dict[str, dict[str, list[float]]] = {k: {"vllm": [], "servelab": []} for k in KEYS}
     for label in rounds:
@@ -116,9 +156,15 @@ def agree(out: Path) -> None:
         for key in KEYS:
             rows[key]["vllm"].append(float(theirs[key]))
             rows[key]["servelab"].append(float(ours[key]))
+        for key, value in server_side(out, "vllm", label).items():
+            rows.setdefault(key, {"vllm": [], "servelab": []})["vllm"].append(value)
+        for key, value in server_side(out, "servelab", label).items():
+            rows.setdefault(key, {"vllm": [], "servelab": []})["servelab"].append(value)
     print("| figure | " + " | ".join(f"{r}: vllm / servelab" for r in rounds) + " | mean vllm | mean servelab | diff |")
     print("|---" * (len(rounds) + 4) + "|")
     for key, both in rows.items():
+        if len(both["vllm"]) != len(rounds) or len(both["servelab"]) != len(rounds):
+            continue
         cells = [f"{a:.2f} / {b:.2f}" for a, b in zip(both["vllm"], both["servelab"], strict=True)]
         mean_v, mean_s = statistics.fmean(both["vllm"]), statistics.fmean(both["servelab"])
         diff = 100 * (mean_s / mean_v - 1)

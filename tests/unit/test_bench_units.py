@@ -125,7 +125,7 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
     from servelab.bench.scenarios import load_scenario
 
     target = Target("fx", f"{fixture_server}/stall", "fixture")
-    load = Load(requests=50, rate=200.0, arrival="constant", warmup=0, max_in_flight=5, fixed_output=False)
+    load = Load(requests=50, rate=200.0, arrival="constant", warmup=0, max_in_flight=5, fixed_output="off")
 
     async def go() -> None:
         run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None)
@@ -150,7 +150,10 @@ def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
     unique = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(), lambda r: None)
     first = unique.scenario.messages(0, unique._unique(0))
     assert first[0]["role"] == "system" and first[-1]["content"] == "hello there"
-    assert payload(plain.target, scenario, first, Load())["min_tokens"] == 128
+    body = payload(plain.target, scenario, first, Load())
+    assert body["ignore_eos"] is True and "min_tokens" not in body  # as vllm bench serve sends it
+    assert payload(plain.target, scenario, first, Load(fixed_output="min_tokens"))["min_tokens"] == 128
+    assert "ignore_eos" not in payload(plain.target, scenario, first, Load(fixed_output="off"))
     run = ScenarioRun(
         Target("fx", f"{fixture_server}/schedule", "m"),
         scenario,

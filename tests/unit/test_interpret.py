@@ -36,6 +36,30 @@ def test_content_chunks_stamp_first_token_and_every_chunk() -> None:
     assert r.client_token_count == 2
 
 
+def test_a_token_with_empty_text_still_arrives() -> None:
+    """vLLM streams a chunk per token; a token that ends inside a multi-byte character has empty text. It counts
+    as that token's arrival (TTFT and gaps, as vllm bench serve counts it); the role-only opening chunk and a
+    bare finishing chunk do not."""
+    m = {"model": "m"}
+    r = run(
+        [
+            chunk({"role": "assistant", "content": ""}, **m),
+            chunk({"content": ""}, **m),  # the first bytes of a three-byte character
+            chunk({"content": ""}, **m),
+            chunk({"content": "\u4f60"}, **m),
+            chunk({"content": ""}, finish="stop", **m),
+            "[DONE]",
+        ]
+    )
+    assert r.chunk_ns == [10, 20, 30]
+    assert r.first_token_ns == r.first_content_ns == 10
+    assert r.output_text == "\u4f60" and r.client_token_count == 3
+    text = run(
+        [{"choices": [{"index": 0, "text": "", "finish_reason": None}]}, {"choices": [{"index": 0, "text": "a"}]}]
+    )
+    assert text.chunk_ns == [0, 10] and text.output_text == "a"
+
+
 def test_usage_only_chunk_with_empty_choices() -> None:
     usage = {
         "prompt_tokens": 12,

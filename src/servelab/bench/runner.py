@@ -29,7 +29,9 @@ class Load:
     warmup: int = 1
     max_tokens: int | None = None
     prefix_tokens: int | None = None
-    fixed_output: bool = True  # ignore_eos + min_tokens, where the engine allows
+    # How output lengths are fixed: "ignore_eos" (as vllm bench serve and GuideLLM), "min_tokens" (ignore_eos and
+    # min_tokens = max_tokens, for engines that ignore ignore_eos), or "off" (the model stops where it likes)
+    fixed_output: Literal["ignore_eos", "min_tokens", "off"] = "ignore_eos"
     seed: int = 0
     max_consecutive_errors: int = 5
     max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
@@ -56,8 +58,10 @@ class ScenarioResult:
 def payload(target: Target, scenario: Scenario, messages: list[dict[str, str]], load: Load) -> dict[str, Any]:
     max_tokens = load.max_tokens or scenario.max_tokens
     body: dict[str, Any] = {"model": target.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
-    if load.fixed_output:
-        body.update(ignore_eos=True, min_tokens=max_tokens)  # vLLM / SGLang extensions; others ignore them
+    if load.fixed_output != "off":
+        body["ignore_eos"] = True  # vLLM / SGLang / llama.cpp extension; others ignore it
+    if load.fixed_output == "min_tokens":
+        body["min_tokens"] = max_tokens
     return body
 
 
@@ -179,7 +183,7 @@ class ScenarioRun:
                 self.result.warnings.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
         if not self.load.unique_prefix and self.scenario.cache == "cold":
             self.result.warnings.append("requests were not made unique: the prefix cache may serve repeated prompts")
-        if self.load.fixed_output:
+        if self.load.fixed_output != "off":
             short = [r for r in self.result.records if r.ok and r.finish_reason not in (None, "length")]
             if short:
                 self.result.warnings.append(

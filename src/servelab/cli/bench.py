@@ -56,6 +56,12 @@ def bench(
         help="Head each request with a unique line (default), or send byte-identical "
         "requests to match another tool's workload.",
     ),
+    fixed_output: str = typer.Option(
+        "ignore_eos",
+        "--fixed-output",
+        help="How output lengths are fixed: ignore_eos (as vllm bench serve), min_tokens (also min_tokens = "
+        "max_tokens, for engines that ignore ignore_eos) or off.",
+    ),
     sweep: str | None = typer.Option(None, "--sweep", help="Run each scenario at these concurrencies, like 1,2,4,8."),
     rate_sweep: str | None = typer.Option(
         None, "--rate-sweep", help="Run each scenario open loop at these request rates (req/s), like 0.5,1,2."
@@ -82,6 +88,8 @@ def bench(
         raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
     if slo_over not in ("concurrency", "rate"):
         raise UsageError(f"--slo-over is concurrency or rate, got {slo_over!r}")
+    if fixed_output not in ("ignore_eos", "min_tokens", "off"):
+        raise UsageError(f"--fixed-output is ignore_eos, min_tokens or off, got {fixed_output!r}")
     if sweep and rate_sweep:
         raise UsageError("choose --sweep (concurrency) or --rate-sweep, not both")
     targets = resolve_targets([parse_target(t) for t in target])
@@ -95,6 +103,7 @@ def bench(
         prefix_tokens=prefix_tokens,
         duration_s=duration,
         unique_prefix=unique,
+        fixed_output=fixed_output,  # type: ignore[arg-type]
     )
     out = console()
 

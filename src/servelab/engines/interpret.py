@@ -42,8 +42,9 @@ class StreamInterpreter:
             self._fail(ErrorClass.MALFORMED, f"event is not a JSON object: {event.data[:120]!r}")
             return
         content = _plain_content(chunk) if event.event == "message" and self.record.model else None
-        if content:  # the common chunk, one token of content and nothing else to note
-            self._content.append(content)
+        if content is not None:  # the common chunk, one token of content and nothing else to note
+            if content:
+                self._content.append(content)
             self._token(event.arrived_ns, content=True)
             return
         if event.event == "error" or "error" in chunk:
@@ -81,12 +82,12 @@ class StreamInterpreter:
         delta = choice.get("delta")
         got_content = got_other = False
         if isinstance(delta, dict):
-            got_content = self._text(delta.get("content"), self._content)
+            got_content = self._text(delta.get("content"), self._content) or _empty_token(delta, reason)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             got_other = self._text(reasoning, self._reasoning)
             got_other = self._tool_deltas(delta.get("tool_calls")) or got_other
         else:
-            got_content = self._text(choice.get("text"), self._content)
+            got_content = self._text(choice.get("text"), self._content) or (choice.get("text") == "" and not reason)
         if got_content or got_other:
             self._token(arrived_ns, content=got_content)
 
@@ -129,6 +130,12 @@ class StreamInterpreter:
             record.first_token_ns = arrived_ns
         if content and record.first_content_ns is None:
             record.first_content_ns = arrived_ns
+
+
+def _empty_token(delta: dict[str, Any], reason: object) -> bool:
+    """A token whose text is still empty (the first bytes of a multi-byte character): it arrived, and counts as a
+    token as `vllm bench serve` counts it. Not the role-only opening chunk, nor a bare finishing chunk."""
+    return delta.get("content") == "" and "role" not in delta and not reason
 
 
 def _plain_content(chunk: dict[str, Any]) -> str | None:
