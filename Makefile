@@ -38,10 +38,10 @@ lint: $(VENV)/.dev
 # gateway replicas' shared state. Installed with apt-get where missing and we are root; otherwise the tests
 # that need them say how to get them.
 system-deps:
-	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null; } || \
+	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null && command -v espeak-ng >/dev/null; } || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server >/dev/null; } || \
-	  echo "missing: apt-get install bubblewrap redis-server (the sandbox and gateway-replica tests need them)"
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng >/dev/null; } || \
+	  echo "missing: apt-get install bubblewrap redis-server espeak-ng (the sandbox, gateway-replica and TTS-probe tests need them)"
 
 ## test: lint, type-check and run the tests (the integration tests start the embedded engine)
 test: lint system-deps

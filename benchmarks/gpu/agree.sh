@@ -27,7 +27,7 @@ vllm_pass() {
   scrape "vllm-$1-before"
   python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat --base-url $URL \
     --endpoint /v1/chat/completions --model laguna-s-2.1-dummy --tokenizer "$MODEL" "${DATASET[@]}" \
-    --num-prompts 32 --max-concurrency 4 --ignore-eos --seed 0 --temperature 0 --percentile-metrics ttft,tpot,itl,e2el \
+    --num-prompts 32 --max-concurrency 4 --disable-shuffle --ignore-eos --seed 0 --temperature 0 --percentile-metrics ttft,tpot,itl,e2el \
     --save-result --save-detailed --result-dir "$OUT" --result-filename "vllm-$1.json" >"$OUT/vllm-$1.txt" 2>&1
   echo "vllm $1 rc=$?"; scrape "vllm-$1-after"
 }

@@ -14,7 +14,12 @@ from servelab.core.store import RunStore
     [
         (["plan"], 2, "Missing argument"),
         (["no-such-command"], 2, "No such command"),
-        (["coexist"], 2, "not built yet"),
+        (["report"], 2, "not built yet"),
+        (["coexist", "--sharing", "mps:lots"], 2, "--sharing is"),
+        (["coexist", "--conditions", "alone,loud"], 2, "unknown condition"),
+        (["coexist", "--conditions", "alone,decode", "--store", "STORE"], 2, "need --target"),
+        (["coexist", "--probe", "http"], 2, "needs --tts-url"),
+        (["coexist", "--lookahead", "1,x"], 2, "--lookahead"),
         (["gateway", "--config", "STORE"], 2, "cannot read"),
         (["eval", "--suite", "nope", "--target", "x=http://h"], 2, "no eval suite 'nope'"),
         (["eval", "--suite", "quick"], 2, "needs at least one --target"),

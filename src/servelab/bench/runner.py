@@ -36,6 +36,7 @@ class Load:
     max_consecutive_errors: int = 5
     max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
     unique_prefix: bool = True  # False: byte-identical requests, to match another tool's workload exactly
+    keep_cancelled: bool = False  # True: a request cut off by the run's end is recorded too (as cancelled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +81,18 @@ class ScenarioRun:
     async def _one(self, index: int, scheduled_ns: int | None, *, nonce: str, label: str, keep: bool) -> RequestRecord:
         messages = self.scenario.messages(index, nonce)
         record = self._record(label)
-        await self.client.send(
-            "chat", payload(self.target, self.scenario, messages, self.load), record=record, scheduled_ns=scheduled_ns
-        )
+        try:
+            await self.client.send(
+                "chat",
+                payload(self.target, self.scenario, messages, self.load),
+                record=record,
+                scheduled_ns=scheduled_ns,
+            )
+        except asyncio.CancelledError:
+            if keep and self.load.keep_cancelled:
+                self.result.records.append(record)
+                self.sink(record)
+            raise
         if keep:
             self.result.records.append(record)
             self.sink(record)
@@ -95,7 +105,7 @@ class ScenarioRun:
         return f"{uuid.uuid4().hex[:12]} {index}" if self.load.unique_prefix else ""
 
     async def run(self) -> ScenarioResult:
-        if self.scenario.prefix_tokens:
+        if self.scenario.prefix_tokens and self.scenario.prefix_text is None:
             await self._fit_prefix()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)

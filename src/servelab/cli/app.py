@@ -6,6 +6,7 @@ import typer
 
 from servelab._version import __version__
 from servelab.cli import bench, check, engine, pending, plan, runs
+from servelab.cli.coexist import coexist
 from servelab.cli.eval import eval_command
 from servelab.cli.gateway import gateway
 
@@ -37,6 +38,7 @@ app.command("bench")(bench.bench)
 app.command("compare")(bench.compare)
 app.command("eval")(eval_command)
 app.command("gateway")(gateway)
+app.command("coexist")(coexist)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 pending.register(app)

@@ -9,7 +9,6 @@ import typer
 from servelab.core.errors import NotBuiltYet
 
 PENDING: dict[str, str] = {
-    "coexist": "does a long prefill make streaming voice stutter",
     "report": "a self-contained HTML report of one or more runs",
 }
 

@@ -1,0 +1,133 @@
+"""`servelab coexist`: the same realtime probe alone and beside LLM decode, long prefill and both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from servelab.bench import resolve_targets
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
+from servelab.coexist import CoexistOptions, CoexistResult, LlmLoad, parse_sharing, run_coexist
+from servelab.coexist.probes import AudioFormat, HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
+from servelab.core.errors import UsageError
+
+# The stand-in's sizes: "0.6b" is shaped like a 0.6B streaming TTS decoder (28 layers of 1024); "small" fits a CPU.
+SIZES = {"0.6b": (1024, 28, 3072), "small": (256, 4, 768)}
+
+
+def _floats(spec: str, what: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in spec.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{what} is a comma-separated list of numbers, got {spec!r}") from None
+
+
+def _probe(kind: str, size: str, sharing: dict[str, Any], audio: dict[str, Any], spec: dict[str, Any]) -> Probe:
+    if kind == "http":
+        if not audio["url"]:
+            raise UsageError("--probe http needs --tts-url URL (an endpoint that streams WAV or PCM)")
+        pcm = AudioFormat(sample_rate=audio["sample_rate"])
+        return HttpAudioProbe(audio["url"], audio_format=audio["format"], pcm=pcm, period_s=audio["period"])
+    if kind not in ("cpu", "gpu", "cpu-frames", "gpu-frames"):
+        raise UsageError(f"--probe is cpu, gpu, cpu-frames, gpu-frames or http, got {kind!r}")
+    if size not in SIZES:
+        raise UsageError(f"--probe-size is {' or '.join(SIZES)}, got {size!r}")
+    dim, layers, ffn = SIZES[size]
+    device = "cuda" if kind.startswith("gpu") else "cpu"
+    mode = "frames" if kind.endswith("frames") else "voice"
+    return WorkerProbe(WorkerSpec(device, mode, dim, layers, ffn, green_sms=sharing.get("probe_sms", 0), **spec))
+
+
+def coexist(
+    target: str | None = typer.Option(None, "--target", help="NAME=URL of the LLM server that shares the machine."),
+    probe: str = typer.Option("cpu", "--probe", help="cpu, gpu, cpu-frames, gpu-frames (avatar-like) or http."),
+    probe_size: str = typer.Option("small", "--probe-size", help="Stand-in decoder size: small or 0.6b."),
+    steps_per_chunk: int = typer.Option(2, "--steps-per-chunk", min=1, help="Decoder steps per audio chunk."),
+    chunk_ms: float = typer.Option(40.0, "--chunk-ms", min=1.0, help="Audio per chunk (ms); frames: ignored."),
+    chunks: int = typer.Option(50, "--chunks", min=2, help="Chunks per utterance."),
+    tts_url: str | None = typer.Option(None, "--tts-url", help="--probe http: the streaming speech endpoint."),
+    audio_format: str = typer.Option("wav", "--audio-format", help="--probe http: wav or pcm."),
+    sample_rate: int = typer.Option(24000, "--sample-rate", help="--probe http with pcm: samples per second."),
+    conditions: str = typer.Option("alone,decode,prefill,both", "--conditions", help="Which, in this order."),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
+    utterances: int = typer.Option(10, "--utterances", min=1, help="Utterances per condition and round."),
+    lookahead: str = typer.Option("0,300,500", "--lookahead", help="Listener lookahead buffers to compare (ms)."),
+    decode_streams: int = typer.Option(4, "--decode-streams", min=1, help="LLM decode: concurrent short chats."),
+    decode_tokens: int = typer.Option(256, "--decode-tokens", min=1, help="LLM decode: output tokens each."),
+    prefill_tokens: int = typer.Option(32000, "--prefill-tokens", min=16, help="LLM prefill: prompt tokens each."),
+    settle: float = typer.Option(2.0, "--settle", min=0.0, help="Seconds of LLM load before the probe starts."),
+    sharing: str = typer.Option(
+        "time-sliced", "--sharing", help="How the GPU is shared: time-sliced, mps[:LLM_PCT] or green:PROBE_SMS."
+    ),
+    plot: Path | None = typer.Option(None, "--plot", help="Write the chunk-interval plot (PNG) here."),
+    store: Path | None = StoreOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """Does a long prefill make the streaming voice stutter? Chunk-interval p99, underruns, RTF per condition."""
+    share = parse_sharing(sharing)
+    options = CoexistOptions(
+        conditions=tuple(c.strip() for c in conditions.split(",") if c.strip()),
+        repeats=repeats,
+        utterances=utterances,
+        lookaheads_ms=_floats(lookahead, "--lookahead"),
+        load=LlmLoad(decode_streams, decode_tokens, prefill_tokens),
+        settle_s=settle,
+        sharing=share,
+    )
+    audio = {"url": tts_url, "format": audio_format, "sample_rate": sample_rate, "period": 0.0}
+    spec = {"steps_per_chunk": steps_per_chunk, "chunk_ms": chunk_ms, "chunks": chunks}
+    the_probe = _probe(probe, probe_size, share, audio, spec)
+    targets = resolve_targets([parse_target(target)]) if target else []
+    out = console()
+    with open_store(store) as db:
+
+        def progress(condition: str, got: int) -> None:
+            if not json_out:
+                out.print(f"[dim]{condition}: {got} chunks[/]")
+
+        result = run_coexist(
+            db, the_probe, targets[0] if targets else None, options, args=_args(locals()), progress=progress
+        )
+    if plot:
+        from servelab.coexist.plot import plot_intervals
+
+        plot_intervals(result, plot)
+    if json_out:
+        print_json({"run_id": result.run_id, "conditions": [c.to_dict() for c in result.conditions]})
+    else:
+        _print(result, plot)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _args(scope: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in scope.items() if isinstance(v, str | int | float | bool | None) and not k.startswith("_")}
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _print(result: CoexistResult, plot: Path | None) -> None:
+    out = console()
+    table = Table(title=f"coexist {result.run_id}: probe {result.probe.get('probe')}, sharing {result.sharing}")
+    for col in ("condition", "chunks", "TTFA p50", "interval p50", "p95", "p99 [95% CI]", "max", "RTF mean"):
+        table.add_column(col, justify="right")
+    for lf in result.conditions[0].listeners if result.conditions else []:
+        table.add_column(f"underruns @{lf.lookahead_ms:g} ms", justify="right")
+    for c in result.conditions:
+        ci = f"{_fmt(c.interval_p99_ms)} [{_fmt(c.interval_p99_low_ms)}, {_fmt(c.interval_p99_high_ms)}]"
+        row = [c.condition, str(c.chunks), _fmt(c.ttfa_p50_ms), _fmt(c.interval_p50_ms), _fmt(c.interval_p95_ms)]
+        row += [ci, _fmt(c.interval_max_ms), _fmt(c.rtf_mean, 2)]
+        row += [f"{lf.underruns} ({_fmt(lf.stall_ms, 0)} ms)" for lf in c.listeners]
+        table.add_row(*row)
+    out.print(table)
+    for w in result.warnings:
+        out.print(f"[yellow]warning:[/] {w}")
+    if result.failed:
+        out.print(f"[red]failed part-way:[/] {result.failed} (what was measured is stored)")
+    if plot:
+        out.print(f"plot: {plot}")

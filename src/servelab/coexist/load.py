@@ -1,0 +1,77 @@
+"""The LLM side of a coexist condition, driven by bench's runner: N streams of short chat (decode), back-to-back
+long prompts with a unique head so none hits the prefix cache (prefill), or both; started before the probe and
+cancelled when it is done (the requests cut off then are recorded as cancelled)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from servelab.bench.runner import Load, ScenarioRun, Target, fit_filler, token_counter
+from servelab.bench.scenarios import Scenario
+from servelab.core.records import RequestRecord
+from servelab.engines.client import api_base
+
+CONDITIONS = ("alone", "decode", "prefill", "both")
+
+DECODE = Scenario(
+    name="llm-decode",
+    system="You are a helpful assistant.",
+    user="Write a long story about a lighthouse keeper and a storm.",
+    max_tokens=256,
+)
+PREFILL = Scenario(name="llm-prefill", user="Summarize the document above in one sentence.", max_tokens=8)
+
+
+@dataclass(frozen=True, slots=True)
+class LlmLoad:
+    decode_streams: int = 4
+    decode_tokens: int = 256
+    prefill_tokens: int = 32000
+    prefill_streams: int = 1
+
+
+async def fitted_prefill(target: Target, load: LlmLoad) -> tuple[Scenario, str | None]:
+    """The long-prompt scenario, its document fitted to ``prefill_tokens`` with the target's /tokenize once."""
+    count = token_counter(api_base(target.url), target.model)
+    text, lines = await fit_filler(load.prefill_tokens, "coexist", count)
+    note = None if lines is not None else f"no /tokenize on {target.name}: {load.prefill_tokens} tokens is an estimate"
+    scenario = replace(PREFILL, prefix_tokens=load.prefill_tokens, prefix_text=text, concurrency=load.prefill_streams)
+    return scenario, note
+
+
+class Background:
+    """The LLM requests of one condition, running until ``stop``."""
+
+    def __init__(self, target: Target, sink: Callable[[RequestRecord], None]) -> None:
+        self.target, self.sink = target, sink
+        self._tasks: list[asyncio.Task[object]] = []
+        self._runs: list[ScenarioRun] = []
+
+    def start(self, condition: str, load: LlmLoad, prefill: Scenario | None) -> None:
+        steps: list[Scenario] = []
+        if condition in ("decode", "both"):
+            steps.append(replace(DECODE, max_tokens=load.decode_tokens, concurrency=load.decode_streams))
+        if condition in ("prefill", "both") and prefill is not None:
+            steps.append(prefill)
+        for scenario in steps:
+            labelled = replace(scenario, name=f"{scenario.name}@{condition}")
+            load_ = Load(requests=10**6, warmup=0, max_consecutive_errors=20, keep_cancelled=True)
+            run = ScenarioRun(self.target, labelled, load_, self.sink)
+            self._runs.append(run)
+            self._tasks.append(asyncio.create_task(run.run()))
+
+    async def stop(self) -> list[str]:
+        """Cancel what is in flight; return why a step stopped on its own (errors in a row), if it did."""
+        for task in self._tasks:
+            task.cancel()
+        outcomes = await asyncio.gather(*self._tasks, return_exceptions=True)
+        notes = [f"{r.scenario.name}: {r.result.stopped_early}" for r in self._runs if r.result.stopped_early]
+        notes += [
+            f"{r.scenario.name}: the LLM load failed: {type(o).__name__}: {o}"
+            for r, o in zip(self._runs, outcomes, strict=True)
+            if isinstance(o, Exception)
+        ]
+        self._tasks, self._runs = [], []
+        return notes

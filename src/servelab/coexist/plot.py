@@ -1,0 +1,40 @@
+"""Chunk intervals per condition, as distributions a person can compare at a glance (PNG, no display needed)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from servelab.coexist import CoexistResult
+
+
+def plot_intervals(result: CoexistResult, path: Path) -> Path:
+    """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    for figs in result.conditions:
+        gaps = sorted(
+            (b.arrived_s - a.arrived_s) * 1000
+            for u in result.utterances
+            if u.condition == figs.condition
+            for a, b in itertools.pairwise(u.chunks)
+        )
+        if not gaps:
+            continue
+        n = len(gaps)
+        ax.step(gaps, [1 - i / n for i in range(n)], where="post", label=f"{figs.condition} (n={n})")
+    ax.set_yscale("log")
+    ax.set_xlabel("interval between chunks (ms)")
+    ax.set_ylabel("share of intervals longer")
+    ax.axhline(0.01, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_title(f"probe {result.probe.get('probe', '?')}, sharing {result.sharing.get('mode', '?')}")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

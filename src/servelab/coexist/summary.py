@@ -1,0 +1,113 @@
+"""Per-condition figures from utterances: time to first audio, chunk-interval quantiles (p99 with its interval and
+sample count), real-time factor, and what a listener with each lookahead hears (underruns, stall time); frames get
+latency and the lowest frame rate."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from servelab.coexist.playback import Utterance, play
+from servelab.coexist.stats import quantile_interval
+
+MS = 1000.0
+
+
+@dataclass
+class ListenerFigures:
+    lookahead_ms: float
+    underruns: int
+    utterances_with_underrun: int
+    stall_ms: float
+    stall_ms_per_min: float  # stall per minute of audio
+    start_p50_ms: float | None  # scheduled -> playback starts
+
+
+@dataclass
+class ConditionFigures:
+    condition: str
+    utterances: int
+    chunks: int
+    errors: int
+    ttfa_p50_ms: float | None
+    ttfa_p95_ms: float | None
+    interval_p50_ms: float | None
+    interval_p95_ms: float | None
+    interval_p99_ms: float | None
+    interval_p99_low_ms: float | None
+    interval_p99_high_ms: float | None  # None: too few chunks for an upper bound
+    interval_max_ms: float | None
+    lag_p99_ms: float | None
+    rtf_mean: float | None
+    rtf_p95: float | None
+    listeners: list[ListenerFigures] = field(default_factory=list)
+    frame_latency_p99_ms: float | None = None
+    min_fps: float | None = None
+    llm: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * MS
+
+
+def _q(values: Sequence[float], q: float) -> float | None:
+    return quantile_interval(values, q).value
+
+
+def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequence[float]) -> ConditionFigures:
+    ok = [u for u in utterances if u.error is None and u.chunks]
+    plays = [play(u, 0.0) for u in ok]
+    intervals = [i for p in plays for i in p.intervals_s]
+    p99 = quantile_interval(intervals, 0.99)
+    ttfas = [p.ttfa_s for p in plays if p.ttfa_s is not None]
+    rtfs = [p.rtf for p in plays if p.rtf is not None]
+    out = ConditionFigures(
+        condition=condition,
+        utterances=len(utterances),
+        chunks=sum(len(u.chunks) for u in ok),
+        errors=len(utterances) - len(ok),
+        ttfa_p50_ms=_ms(_q(ttfas, 0.5)),
+        ttfa_p95_ms=_ms(_q(ttfas, 0.95)),
+        interval_p50_ms=_ms(_q(intervals, 0.5)),
+        interval_p95_ms=_ms(_q(intervals, 0.95)),
+        interval_p99_ms=_ms(p99.value),
+        interval_p99_low_ms=_ms(p99.low),
+        interval_p99_high_ms=_ms(p99.high),
+        interval_max_ms=_ms(max(intervals)) if intervals else None,
+        lag_p99_ms=_ms(_q([lag for p in plays for lag in p.lags_s[1:]], 0.99)),
+        rtf_mean=statistics.fmean(rtfs) if rtfs else None,
+        rtf_p95=_q(rtfs, 0.95),
+        listeners=[_listener(ok, la) for la in lookaheads_ms],
+    )
+    _frames(out, ok)
+    return out
+
+
+def _listener(utterances: Sequence[Utterance], lookahead_ms: float) -> ListenerFigures:
+    plays = [play(u, lookahead_ms / MS) for u in utterances]
+    audio_min = sum(p.audio_s for p in plays) / 60 or 1.0
+    stall = sum(p.stall_s for p in plays)
+    starts = [p.start_s for p in plays if p.start_s is not None]
+    return ListenerFigures(
+        lookahead_ms=lookahead_ms,
+        underruns=sum(p.underruns for p in plays),
+        utterances_with_underrun=sum(p.underruns > 0 for p in plays),
+        stall_ms=stall * MS,
+        stall_ms_per_min=stall * MS / audio_min,
+        start_p50_ms=_ms(_q(starts, 0.5)),
+    )
+
+
+def _frames(out: ConditionFigures, utterances: Sequence[Utterance]) -> None:
+    """Frames carry when they were due: latency per frame, and frames per second over each one-second window."""
+    latencies = [c.arrived_s - c.due_s for u in utterances for c in u.chunks if c.due_s is not None]
+    if not latencies:
+        return
+    out.frame_latency_p99_ms = _ms(_q(latencies, 0.99))
+    rates = [len(u.chunks) / (u.chunks[-1].arrived_s - u.scheduled_s) for u in utterances if len(u.chunks) > 1]
+    out.min_fps = min(rates) if rates else None

@@ -1,0 +1,142 @@
+"""coexist end to end: the HTTP probe against a real streaming TTS (espeak-ng behind a small streaming endpoint,
+tests/fixtures/espeak_tts.py), and a CPU run of all four conditions against the embedded engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.bench import resolve_targets
+from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
+from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec, parse_wav_header
+from servelab.core.store import RunStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "Streaming speech arrives in pieces, and every piece must come before the last one has been played."
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def tts_url() -> Iterator[str]:
+    if shutil.which("espeak-ng") is None:
+        if os.environ.get("CI"):
+            pytest.fail("espeak-ng is missing; `make test` installs it", pytrace=False)
+        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng)")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.fixtures.espeak_tts", "--port", str(port)], cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/v1/audio/speech"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _espeak_seconds(text: str) -> float:
+    """How much audio espeak-ng makes of ``text``, from its own output read whole."""
+    wav = subprocess.run(["espeak-ng", "--stdout", "-v", "en", text], capture_output=True, check=True).stdout
+    parsed = parse_wav_header(wav)
+    assert parsed is not None
+    fmt, offset = parsed
+    return (len(wav) - offset) // (fmt.channels * fmt.sample_bytes) / fmt.sample_rate
+
+
+@pytest.mark.parametrize("audio_format", ["wav", "pcm"])
+def test_http_probe_times_every_chunk_of_real_speech(tts_url: str, audio_format: str) -> None:
+    from servelab.coexist.probes import AudioFormat
+
+    probe = HttpAudioProbe(tts_url, text=TEXT, audio_format=audio_format, pcm=AudioFormat(sample_rate=22050))
+
+    async def go() -> list:  # type: ignore[type-arg]
+        try:
+            return await probe.run(2, "alone")
+        finally:
+            await probe.close()
+
+    got = asyncio.run(go())
+    expected = _espeak_seconds(TEXT)
+    assert expected > 2.0
+    for u in got:
+        assert u.error is None
+        assert len(u.chunks) > 3, "the audio came in one piece: not streamed"
+        arrivals = [c.arrived_s for c in u.chunks]
+        assert arrivals == sorted(arrivals) and arrivals[0] > u.scheduled_s
+        # every sample counted once, header excluded, whichever format
+        assert sum(c.audio_s for c in u.chunks) == pytest.approx(expected, abs=1 / 22050)
+
+
+def test_http_probe_reports_a_refusal(tts_url: str) -> None:
+    probe = HttpAudioProbe(tts_url, text="", audio_format="wav")
+
+    async def go() -> list:  # type: ignore[type-arg]
+        try:
+            return await probe.run(1, "alone")
+        finally:
+            await probe.close()
+
+    got = asyncio.run(go())
+    assert got[0].error is not None and got[0].error.startswith("HTTP 400")
+
+
+def test_coexist_run_with_the_http_probe_alone(tts_url: str, tmp_path: Path) -> None:
+    probe = HttpAudioProbe(tts_url, text=TEXT, audio_format="wav")
+    with RunStore(tmp_path / "runs.sqlite") as db:
+        result = run_coexist(db, probe, None, CoexistOptions(conditions=("alone",), repeats=2, utterances=2))
+        stored = db.summaries(result.run_id)
+    (alone,) = result.conditions
+    assert alone.utterances == 4 and alone.errors == 0 and alone.chunks > 12
+    assert alone.rtf_mean is not None and alone.rtf_mean < 1.0  # espeak-ng is far faster than real time
+    assert stored["coexist"]["sharing"] == {"mode": "time-sliced"}
+    assert len(stored["coexist/utterances"]["utterances"]) == 4
+
+
+@pytest.mark.integration
+def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object, tmp_path: Path) -> None:
+    from tests.integration.conftest import TEST_PORT
+
+    target = resolve_targets([("embedded", f"http://127.0.0.1:{TEST_PORT}")])[0]
+    # one utterance due every 2 s: each condition lasts long enough for LLM requests to finish beside the probe
+    probe = WorkerProbe(WorkerSpec("cpu", "voice", dim=256, layers=4, ffn=768, chunks=20, period_ms=2000))
+    options = CoexistOptions(
+        repeats=1,
+        utterances=3,
+        load=LlmLoad(decode_streams=2, decode_tokens=16, prefill_tokens=1500),
+        settle_s=3.0,  # so requests of each kind finish within the condition on a 2-core machine
+        sharing={"mode": "time-sliced"},
+    )
+    with RunStore(tmp_path / "runs.sqlite") as db:
+        result = run_coexist(db, probe, target, options)
+        records = db.records(result.run_id)
+        info = db.get_run(result.run_id)
+    assert result.failed is None, result.failed
+    assert [c.condition for c in result.conditions] == ["alone", "decode", "prefill", "both"]
+    for figs in result.conditions:
+        assert figs.utterances == 3 and figs.chunks == 60 and figs.interval_p99_ms is not None
+    labels = {r.scenario for r in records}
+    assert {"llm-decode@decode", "llm-prefill@prefill", "llm-decode@both", "llm-prefill@both"} <= labels
+    assert not any(r.scenario.endswith("@alone") for r in records)
+    assert any(r.ok for r in records if r.scenario == "llm-decode@decode")
+    assert all(r.ok or r.error == "cancelled" for r in records), [r.error_detail for r in records if r.error]
+    prefill = [r for r in records if r.scenario.startswith("llm-prefill") and r.ok]
+    assert prefill and all(r.prompt_tokens and r.prompt_tokens >= 1400 for r in prefill)
+    assert all(not r.cached_tokens for r in prefill), "a long prompt hit the prefix cache"
+    assert info.status == "complete"
+    assert result.probe["probe"] == "cpu" and "params" in result.probe

@@ -1,0 +1,67 @@
+"""The playback model on known arrival sequences: exact underruns, stall times and start times."""
+
+import pytest
+
+from servelab.coexist.playback import Chunk, Utterance, play
+from servelab.coexist.summary import figures
+
+
+def utt(arrivals: list[float], audio: float = 0.1, scheduled: float = 0.0) -> Utterance:
+    return Utterance(scheduled, tuple(Chunk(t, audio) for t in arrivals))
+
+
+def test_on_time_chunks_never_underrun() -> None:
+    p = play(utt([0.05, 0.10, 0.15, 0.20]), lookahead_s=0.0)
+    assert p.underruns == 0 and p.stall_s == 0.0
+    assert p.ttfa_s == pytest.approx(0.05) and p.start_s == pytest.approx(0.05)
+    assert p.intervals_s == pytest.approx((0.05, 0.05, 0.05))
+    assert p.rtf == pytest.approx(0.20 / 0.4)
+
+
+def test_one_late_chunk_without_lookahead() -> None:
+    # playback starts at 0.1; chunk 2 is needed at 0.3 and comes at 0.35: one underrun, 0.05 s of silence; after
+    # it the clock is 0.45, so chunk 3 (0.40) is in time
+    p = play(utt([0.1, 0.15, 0.35, 0.40]), lookahead_s=0.0)
+    assert p.underruns == 1
+    assert p.stall_s == pytest.approx(0.05)
+    assert p.lags_s == pytest.approx((0.0, -0.05, 0.05, 0.0))
+
+
+def test_lookahead_absorbs_the_same_late_chunk_at_a_cost() -> None:
+    # with 0.2 s of lookahead, playback waits for two chunks (0.15), needs chunk 2 at 0.35: just in time
+    p = play(utt([0.1, 0.15, 0.35, 0.40]), lookahead_s=0.2)
+    assert p.underruns == 0 and p.stall_s == 0.0
+    assert p.start_s == pytest.approx(0.15)
+    # a later chunk still underruns, by the part the lookahead could not cover
+    q = play(utt([0.1, 0.15, 0.50, 0.55]), lookahead_s=0.2)
+    assert q.underruns == 1 and q.stall_s == pytest.approx(0.15)
+
+
+def test_several_underruns_add_up() -> None:
+    # 0.1 s chunks at 0, 0.3, 0.6: each after a 0.2 s gap in the audio
+    p = play(utt([0.0, 0.3, 0.6], scheduled=-0.05), lookahead_s=0.0)
+    assert p.underruns == 2 and p.stall_s == pytest.approx(0.4)
+    assert p.ttfa_s == pytest.approx(0.05)
+
+
+def test_short_utterance_starts_when_it_ends() -> None:
+    p = play(utt([0.1, 0.2], audio=0.05), lookahead_s=0.3)
+    assert p.start_s == pytest.approx(0.2) and p.underruns == 0
+
+
+def test_empty_utterance() -> None:
+    p = play(Utterance(0.0, ()), lookahead_s=0.3)
+    assert p.ttfa_s is None and p.underruns == 0
+
+
+def test_condition_figures_per_lookahead() -> None:
+    late = utt([0.1, 0.15, 0.35, 0.40])
+    good = utt([0.05, 0.10, 0.15, 0.20], scheduled=1.0)  # arrivals before its schedule are odd but harmless
+    figs = figures("c", [late, utt([0.05, 0.10, 0.15, 0.20])], [0.0, 200.0])
+    assert figs.utterances == 2 and figs.chunks == 8 and figs.errors == 0
+    by = {lf.lookahead_ms: lf for lf in figs.listeners}
+    assert by[0.0].underruns == 1 and by[0.0].utterances_with_underrun == 1
+    assert by[0.0].stall_ms == pytest.approx(50.0)
+    assert by[200.0].underruns == 0
+    assert figs.interval_max_ms == pytest.approx(200.0)
+    assert good.chunks[0].audio_s == 0.1
