@@ -13,7 +13,7 @@ from typing import Any
 
 from servelab.bench.runner import Target
 from servelab.coexist.load import CONDITIONS, Background, LlmLoad, fitted_prefill
-from servelab.coexist.playback import Utterance
+from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
 from servelab.coexist.summary import ConditionFigures, figures
 from servelab.core.errors import UsageError
@@ -22,7 +22,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import summarize
 
-__all__ = ["CONDITIONS", "CoexistOptions", "CoexistResult", "LlmLoad", "parse_sharing", "run_coexist"]
+__all__ = ["CONDITIONS", "CoexistOptions", "CoexistResult", "LlmLoad", "parse_sharing", "run_coexist", "stored_result"]
 
 SHARING_MODES = ("time-sliced", "mps", "green")
 
@@ -191,3 +191,28 @@ def _utterance_dict(u: Utterance) -> dict[str, Any]:
         "error": u.error,
         "chunks": [[c.arrived_s - u.scheduled_s, c.audio_s] for c in u.chunks],
     }
+
+
+def stored_result(store: RunStore, run_id: str) -> CoexistResult:
+    """A stored coexist run, its figures computed again from the stored utterances (and LLM records)."""
+    summaries = store.summaries(run_id)
+    if "coexist" not in summaries:
+        raise UsageError(f"run {run_id} is not a coexist run")
+    head, raw = summaries["coexist"], summaries.get("coexist/utterances", {}).get("utterances", [])
+    utterances = [
+        Utterance(
+            u["scheduled"], tuple(Chunk(u["scheduled"] + t, a) for t, a in u["chunks"]), u["condition"], u["error"]
+        )
+        for u in raw
+    ]
+    records = store.records(run_id)
+    conditions = []
+    for stored in head["conditions"]:
+        name = stored["condition"]
+        lookaheads = [lf["lookahead_ms"] for lf in stored["listeners"]]
+        figs = figures(name, [u for u in utterances if u.condition == name], lookaheads)
+        figs.llm = _llm_figures([r for r in records if r.scenario.endswith(f"@{name}")])
+        conditions.append(figs)
+    return CoexistResult(
+        run_id, head["probe"], head["sharing"], conditions, utterances, head["warnings"], head.get("failed")
+    )

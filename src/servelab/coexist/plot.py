@@ -8,6 +8,16 @@ from pathlib import Path
 from servelab.coexist import CoexistResult
 
 
+def sharing_text(sharing: dict[str, object]) -> str:
+    """``mps (LLM capped at 85% of SMs)`` and the like, for titles and tables."""
+    text = str(sharing.get("mode", "?"))
+    if "llm_active_thread_pct" in sharing:
+        text += f" (LLM capped at {sharing['llm_active_thread_pct']}% of SMs)"
+    if "probe_sms" in sharing:
+        text += f" (probe in a green context of {sharing['probe_sms']} SMs)"
+    return text
+
+
 def plot_intervals(result: CoexistResult, path: Path) -> Path:
     """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
     import matplotlib
@@ -31,7 +41,7 @@ def plot_intervals(result: CoexistResult, path: Path) -> Path:
     ax.set_xlabel("interval between chunks (ms)")
     ax.set_ylabel("share of intervals longer")
     ax.axhline(0.01, color="grey", linewidth=0.6, linestyle=":")
-    ax.set_title(f"probe {result.probe.get('probe', '?')}, sharing {result.sharing.get('mode', '?')}")
+    ax.set_title(f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}")
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

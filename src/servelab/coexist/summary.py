@@ -40,8 +40,9 @@ class ConditionFigures:
     interval_p99_high_ms: float | None  # None: too few chunks for an upper bound
     interval_max_ms: float | None
     lag_p99_ms: float | None
-    rtf_mean: float | None
+    rtf_mean: float | None  # per utterance: scheduled -> last chunk, over its audio (waiting for a late start counts)
     rtf_p95: float | None
+    pace_rtf: float | None  # the chunk pace: all intervals over the audio of the chunks they brought (no start wait)
     listeners: list[ListenerFigures] = field(default_factory=list)
     frame_latency_p99_ms: float | None = None
     min_fps: float | None = None
@@ -82,10 +83,17 @@ def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequ
         lag_p99_ms=_ms(_q([lag for p in plays for lag in p.lags_s[1:]], 0.99)),
         rtf_mean=statistics.fmean(rtfs) if rtfs else None,
         rtf_p95=_q(rtfs, 0.95),
+        pace_rtf=_pace(ok),
         listeners=[_listener(ok, la) for la in lookaheads_ms],
     )
     _frames(out, ok)
     return out
+
+
+def _pace(utterances: Sequence[Utterance]) -> float | None:
+    gaps = sum(u.chunks[-1].arrived_s - u.chunks[0].arrived_s for u in utterances if len(u.chunks) > 1)
+    audio = sum(c.audio_s for u in utterances for c in u.chunks[1:])
+    return gaps / audio if audio > 0 else None
 
 
 def _listener(utterances: Sequence[Utterance], lookahead_ms: float) -> ListenerFigures:

@@ -126,10 +126,14 @@ class Gateway:
         routes = self.routes(decision)
         if not routes:
             return self._unavailable(decision, est)
-        opened = await self._open_watching(request, body, path, routes, est.tokens)
-        if opened is None:
+        work = asyncio.create_task(self._open_first(body, path, routes, est.tokens))
+        keepalive = policy.keepalive_s if body.get("stream") and policy.keepalive_s > 0 else None
+        state = await self._watch(request, work, keepalive)
+        if state == "gone":
             return Response(status_code=499)
-        attempt, errors = opened
+        if state == "slow":
+            return self._stream_late(work, body, decision, est)
+        attempt, errors = work.result()
         if attempt is None:
             return self._failed(decision, errors)
         headers = self._headers(attempt.route, decision, est, failed_over=attempt.route != routes[0])
@@ -157,31 +161,80 @@ class Gateway:
                     await self._prefill(-tokens)
         return None, "; ".join(errors)
 
-    async def _open_watching(
-        self, request: Request, body: dict[str, Any], path: str, routes: list[str], tokens: int
-    ) -> tuple[Attempt | None, str] | None:
-        """``_open_first``, cancelled (None) when the client leaves before the first byte: a long prefill is
-        not left running for nobody (cancelling closes the upstream connection, and vLLM aborts)."""
-        work = asyncio.create_task(self._open_first(body, path, routes, tokens))
+    async def _watch(self, request: Request, work: asyncio.Task[Any], slow_after: float | None) -> str:
+        """Wait for the upstream's first byte: "done"; "gone" when the client left first (the upstream request
+        is cancelled, so a long prefill is not left running for nobody: vLLM aborts on the closed connection);
+        "slow" after ``slow_after`` seconds, when a stream should start sending keep-alive comments."""
+        waited = 0.0
         while not work.done():
-            done, _ = await asyncio.wait({work}, timeout=0.25)
-            if not done and await request.is_disconnected():
+            step = 0.25 if slow_after is None else min(0.25, max(slow_after - waited, 0.001))
+            done, _ = await asyncio.wait({work}, timeout=step)
+            waited += step
+            if done:
+                break
+            if await request.is_disconnected():
                 work.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await work
-                return None
-        return work.result()
+                return "gone"
+            if slow_after is not None and waited >= slow_after:
+                return "slow"
+        return "done"
+
+    def _stream_late(
+        self, work: asyncio.Task[Any], body: dict[str, Any], decision: Decision, est: Estimate
+    ) -> Response:
+        """A stream whose upstream is still silent (a long prefill): the response starts now, with SSE comments
+        every ``keepalive_s`` so the client's read timeout does not fire; the route header names the decided
+        route, and what goes wrong from here on is said in band."""
+        headers = self._headers(decision.route, decision, est, failed_over=False)
+        return StreamingResponse(
+            self._late_events(work, body, decision), headers=headers, media_type="text/event-stream"
+        )
+
+    async def _late_events(
+        self, work: asyncio.Task[Any], body: dict[str, Any], decision: Decision
+    ) -> AsyncIterator[bytes]:
+        try:
+            yield KEEPALIVE
+            while not work.done():
+                done, _ = await asyncio.wait({work}, timeout=self.config.policy.keepalive_s)
+                if not done:
+                    yield KEEPALIVE
+            attempt, errors = work.result()
+            if attempt is None:
+                self.metrics.requests.labels("none", decision.reason, "5xx").inc()
+                yield error_event(f"no backend could serve this request: {errors}", "no_backend")
+                return
+            status = attempt.opened.response.status_code
+            if status != 200:
+                self.metrics.requests.labels(attempt.route, decision.reason, f"{status // 100}xx").inc()
+                text = (attempt.opened.first + b"".join([d async for d in attempt.opened.rest]))[:300]
+                await attempt.opened.response.aclose()
+                yield error_event(f"{attempt.route} answered HTTP {status}: {text.decode(errors='replace')}")
+                return
+            self.metrics.requests.labels(attempt.route, decision.reason, "2xx").inc()
+            async for out in self._relay(attempt, self._relay_for(attempt, body)):
+                yield out
+        finally:
+            if not work.done():  # the client left while the upstream was silent
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
 
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
 
     def _stream(self, attempt: Attempt, body: dict[str, Any], decision: Decision, headers: dict[str, str]) -> Response:
-        asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         status = attempt.opened.response.status_code
         self.metrics.requests.labels(attempt.route, decision.reason, f"{status // 100}xx").inc()
-        relay = EventRelay(asked_usage, lambda usage: self._usage(attempt.route, usage))
+        relay = self._relay_for(attempt, body)
         media = attempt.opened.response.headers.get("content-type", "text/event-stream")
         return StreamingResponse(self._relay(attempt, relay), status_code=status, headers=headers, media_type=media)
+
+    def _relay_for(self, attempt: Attempt, body: dict[str, Any]) -> EventRelay:
+        asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return EventRelay(asked_usage, lambda usage: self._usage(attempt.route, usage))
 
     async def _relay(self, attempt: Attempt, relay: EventRelay) -> AsyncIterator[bytes]:
         gauge = self.metrics.in_flight.labels(attempt.route)
@@ -189,8 +242,9 @@ class Gateway:
         try:
             if out := relay.feed(attempt.opened.first):
                 yield out
+            idle = self.config.policy.idle_timeout_s
             try:
-                async for data in attempt.opened.rest:
+                async for data in _idle_limited(attempt.opened.rest, idle):
                     if out := relay.feed(data):
                         yield out
                 if rest := relay.flush():
@@ -199,6 +253,9 @@ class Gateway:
                 yield error_event(
                     f"{attempt.route} upstream failed mid-stream: {type(exc).__name__}", "upstream_disconnect"
                 )
+            except TimeoutError:
+                self.metrics.idle_timeouts.labels(attempt.route).inc()
+                yield error_event(f"{attempt.route} upstream sent nothing for {idle:g} s", "upstream_idle")
         finally:
             await attempt.opened.response.aclose()  # a client disconnect cancels us here: the upstream stops too
             gauge.dec()
@@ -333,6 +390,19 @@ class Gateway:
     async def prometheus(self, request: Request) -> Response:
         await self.snapshot()
         return Response(generate_latest(self.metrics.registry), media_type="text/plain; version=0.0.4")
+
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    """The upstream's chunks, TimeoutError when none comes for ``seconds``."""
+    while True:
+        try:
+            data = await asyncio.wait_for(anext(chunks), seconds)
+        except StopAsyncIteration:
+            return
+        yield data
 
 
 def _bearer(request: Request) -> str | None:

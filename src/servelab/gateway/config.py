@@ -17,7 +17,7 @@ class Upstream(BaseModel):
     model: str | None = None  # the external API's model name: the client's alias is rewritten to it
     api_key_env: str | None = None  # the environment variable holding its key
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 600.0  # longest silence while streaming (a long prefill is silent)
+    read_timeout_s: float = 600.0  # longest wait for the first byte (a long prefill is silent)
     health_path: str = "/health"
 
     def api_key(self) -> str | None:
@@ -33,6 +33,8 @@ class Policy(BaseModel):
     health_interval_s: float = Field(default=2.0, gt=0.0)
     unhealthy_after: int = Field(default=2, ge=1)  # consecutive failed health checks
     healthy_after: int = Field(default=2, ge=1)  # consecutive good ones to come back
+    keepalive_s: float = Field(default=10.0, ge=0.0)  # a stream silent this long gets ": keep-alive" comments (0: off)
+    idle_timeout_s: float = Field(default=120.0, gt=0.0)  # a started stream silent this long is ended in band
 
 
 class Keys(BaseModel):

@@ -22,4 +22,7 @@ class GatewayMetrics:
             f"{ns}_local_prefill_tokens", "Prompt tokens in flight on local before their first byte",
             registry=self.registry,
         )  # fmt: skip
+        self.idle_timeouts = Counter(
+            f"{ns}_idle_timeouts", "Streams ended because the upstream went silent", ["route"], registry=self.registry
+        )
         self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=self.registry)

@@ -64,4 +64,6 @@ def test_condition_figures_per_lookahead() -> None:
     assert by[0.0].stall_ms == pytest.approx(50.0)
     assert by[200.0].underruns == 0
     assert figs.interval_max_ms == pytest.approx(200.0)
+    # pace: (0.30 + 0.15) s of intervals brought 0.6 s of audio
+    assert figs.pace_rtf == pytest.approx(0.45 / 0.6)
     assert good.chunks[0].audio_s == 0.1

@@ -1,0 +1,90 @@
+"""Fuzzed request bodies through the gateway to the embedded engine: whatever comes in, the gateway answers
+with the upstream's verdict or its own deliberate error, never a crash (500) and never a 5xx without saying
+which route failed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from servelab.engines.embedded import EngineState
+from tests.integration.test_gateway import config, serve
+
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=20))
+ANY_JSON = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+CONTENT = st.one_of(
+    st.text(max_size=60),
+    st.integers(),
+    st.none(),
+    st.lists(
+        st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "x"]), "text": st.text(max_size=20)}),
+        max_size=2,
+    ),
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "system", "assistant", "tool", "nobody", ""]), "content": CONTENT},
+    optional={"name": st.text(max_size=8), "tool_calls": ANY_JSON},
+)
+BODY = st.fixed_dictionaries(
+    {
+        "messages": st.one_of(st.lists(MESSAGE, max_size=3), ANY_JSON),
+        "max_tokens": st.one_of(
+            st.integers(-2, 3), st.text(max_size=4), st.floats(allow_nan=False, allow_infinity=False)
+        ),
+    },
+    optional={
+        "model": st.one_of(st.just("smollm2-135m-instruct"), st.text(max_size=12), st.integers()),
+        "stream": st.one_of(st.booleans(), st.text(max_size=3)),
+        "stream_options": ANY_JSON,
+        "temperature": st.one_of(st.floats(-1, 3), st.text(max_size=3)),
+        "tools": ANY_JSON,
+        "tool_choice": ANY_JSON,
+        "n": st.integers(-1, 2),
+        "prompt": ANY_JSON,
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def gateway_url(engine: EngineState) -> Iterator[str]:
+    with serve(config(engine.url, None, health_interval_s=60)) as (url, _):
+        yield url
+
+
+def _check(reply: httpx.Response) -> None:
+    assert reply.status_code != 500, reply.text
+    if reply.status_code >= 500:  # deliberate: no backend could serve, and it says where it went
+        assert reply.headers.get("x-servelab-route") and "error" in reply.json()
+
+
+@pytest.mark.integration
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=BODY, path=st.sampled_from(["/v1/chat/completions", "/v1/completions"]))
+def test_fuzzed_bodies_never_crash_the_gateway(gateway_url: str, body: dict[str, Any], path: str) -> None:
+    with httpx.Client(base_url=gateway_url, timeout=60) as http:
+        if body.get("stream") is True:
+            with http.stream("POST", path, json=body) as reply:
+                reply.read()
+        else:
+            reply = http.post(path, json=body)
+    _check(reply)
+
+
+@pytest.mark.integration
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.one_of(st.binary(max_size=200), ANY_JSON.map(lambda v: json.dumps(v).encode())))
+def test_fuzzed_raw_bytes_are_refused_cleanly(gateway_url: str, raw: bytes) -> None:
+    with httpx.Client(base_url=gateway_url, timeout=60) as http:
+        reply = http.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    _check(reply)
+    assert reply.status_code < 500
