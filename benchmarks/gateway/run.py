@@ -4,8 +4,10 @@ in the same run.
 The upstream is the SSE fixture server (tests/fixtures/sse_fixture.py, not an LLM): a known 20 ms to the first
 chunk and 20 ms between chunks, so any difference is the proxy's. Three paths to it, each its own process:
 direct, through `servelab gateway`, through `litellm --config` (an OpenAI-compatible model entry with the
-fixture as api_base). servelab's load generator sends 64 concurrent streamed chat requests (8 chunks each) per
-path per round, the paths interleaved over rounds. Added TTFT = the path's TTFT minus direct's, at p50 and p99.
+fixture as api_base). servelab's load generator runs 64 concurrent streams per path per round, the paths
+interleaved over rounds, two ways: burst (64 requests of 8 chunks sent at once, per wave: the worst case, every
+request queues behind the others) and steady (64 clients in a closed loop for --seconds, 4-32 chunks a request,
+so arrivals spread out). Added TTFT = the path's TTFT minus direct's, at p50 and p99.
 
 usage: python benchmarks/gateway/run.py [--streams 64] [--rounds 5] [--litellm /tmp/litellm/bin/litellm]
        (LiteLLM in a venv of its own: python3 -m venv /tmp/litellm && /tmp/litellm/bin/pip install 'litellm[proxy]')
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -80,6 +83,26 @@ def start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Pope
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
+async def steady(url: str, streams: int, seconds: float, seed: int) -> list[float]:
+    """``streams`` clients in a closed loop for ``seconds``, each request 4-32 chunks long (so the streams do
+    not stay in step), TTFTs after the first second."""
+    client = StreamClient(url, options=ClientOptions(include_usage=False, api_key=KEY))
+    rng = random.Random(seed)
+    start = time.monotonic()
+    out: list[float] = []
+
+    async def worker() -> None:
+        while time.monotonic() - start < seconds:
+            record = await client.send("chat", dict(BODY, max_tokens=rng.randint(4, 32)))
+            if record.error:
+                raise SystemExit(f"{url}: {record.error_detail}")
+            if (t := ttft_ms(record)) is not None and time.monotonic() - start > 1.0:
+                out.append(t)
+
+    await asyncio.gather(*(worker() for _ in range(streams)))
+    return out
+
+
 async def one_wave(url: str, streams: int) -> list[float]:
     client = StreamClient(url, options=ClientOptions(include_usage=False, api_key=KEY))
     records = await asyncio.gather(*(client.send("chat", dict(BODY)) for _ in range(streams)))
@@ -94,6 +117,8 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--litellm", default="/tmp/litellm/bin/litellm")
+    ap.add_argument("--mode", default="both", choices=["burst", "steady", "both"])
+    ap.add_argument("--seconds", type=float, default=6.0, help="steady: seconds per path and round")
     args = ap.parse_args()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -118,12 +143,16 @@ def main() -> None:
             print(f"no LiteLLM at {args.litellm}: measuring servelab alone", flush=True)
         for url in paths.values():  # warm every path (connections, imports, first-request work)
             asyncio.run(one_wave(url, args.streams))
-        ttfts: dict[str, list[float]] = {name: [] for name in paths}
-        for r in range(args.rounds):
-            names = list(paths)
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                ttfts[name] += asyncio.run(one_wave(paths[name], args.streams))
-        report(ttfts, args.streams, args.rounds)
+        for mode in ("burst", "steady") if args.mode == "both" else (args.mode,):
+            ttfts: dict[str, list[float]] = {name: [] for name in paths}
+            for r in range(args.rounds):
+                names = list(paths)
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    if mode == "burst":
+                        ttfts[name] += asyncio.run(one_wave(paths[name], args.streams))
+                    else:
+                        ttfts[name] += asyncio.run(steady(paths[name], args.streams, args.seconds, r))
+            report(ttfts, mode, args.streams, args.rounds)
     finally:
         for p in procs:
             p.terminate()
@@ -131,9 +160,12 @@ def main() -> None:
             p.wait(timeout=30)
 
 
-def report(ttfts: dict[str, list[float]], streams: int, rounds: int) -> None:
+def report(ttfts: dict[str, list[float]], mode: str, streams: int, rounds: int) -> None:
     base50, base99 = np.percentile(ttfts["direct"], [50, 99])
-    print(f"{streams} concurrent streams x {rounds} rounds, TTFT in ms (upstream: fixture, 20 ms to first chunk)")
+    what = "all sent at once, per wave" if mode == "burst" else "closed loop, 4-32 chunks each"
+    print(
+        f"{mode}: {streams} concurrent streams ({what}) x {rounds} rounds, TTFT in ms (fixture: 20 ms to first chunk)"
+    )
     added: dict[str, tuple[float, float]] = {}
     for name, values in ttfts.items():
         p50, p99 = np.percentile(values, [50, 99])

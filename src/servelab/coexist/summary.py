@@ -112,10 +112,14 @@ def _listener(utterances: Sequence[Utterance], lookahead_ms: float) -> ListenerF
 
 
 def _frames(out: ConditionFigures, utterances: Sequence[Utterance]) -> None:
-    """Frames carry when they were due: latency per frame, and frames per second over each one-second window."""
+    """Frames carry when they were due: latency per frame, and the frame rate of each one-second window (frames
+    after the first over the time from the first to the last)."""
     latencies = [c.arrived_s - c.due_s for u in utterances for c in u.chunks if c.due_s is not None]
     if not latencies:
         return
     out.frame_latency_p99_ms = _ms(_q(latencies, 0.99))
-    rates = [len(u.chunks) / (u.chunks[-1].arrived_s - u.scheduled_s) for u in utterances if len(u.chunks) > 1]
+    spans = [
+        (len(u.chunks) - 1, u.chunks[-1].arrived_s - u.chunks[0].arrived_s) for u in utterances if len(u.chunks) > 1
+    ]
+    rates = [n / span for n, span in spans if span > 0]
     out.min_fps = min(rates) if rates else None
