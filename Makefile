@@ -35,13 +35,14 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy
 
 # bubblewrap: the eval sandbox for model-written code (no network, read-only system); redis-server: the
-# gateway replicas' shared state. Installed with apt-get where missing and we are root; otherwise the tests
+# gateway replicas' shared state; espeak-ng: a real streaming TTS for the coexist HTTP probe; chromium: the
+# report test opens the report headless. Installed with apt-get where missing and we are root; otherwise the tests
 # that need them say how to get them.
 system-deps:
-	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null && command -v espeak-ng >/dev/null; } || \
+	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null && command -v espeak-ng >/dev/null && command -v chromium >/dev/null; } || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng >/dev/null; } || \
-	  echo "missing: apt-get install bubblewrap redis-server espeak-ng (the sandbox, gateway-replica and TTS-probe tests need them)"
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng chromium >/dev/null; } || \
+	  echo "missing: apt-get install bubblewrap redis-server espeak-ng chromium (the sandbox, gateway-replica, TTS-probe and report tests need them)"
 
 ## test: lint, type-check and run the tests (the integration tests start the embedded engine)
 test: lint system-deps

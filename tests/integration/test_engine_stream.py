@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from servelab.cli import main
-from servelab.core.store import RunStore
 from servelab.core.summary import summarize
 from servelab.engines.client import StreamClient
 from servelab.engines.embedded import MODEL_NAME, EmbeddedEngine, EngineState
@@ -71,17 +68,3 @@ def test_bad_request_is_a_4xx_record(engine: EngineState) -> None:
 def test_second_up_reuses_the_running_engine(engine: EngineState, engine_handle: EmbeddedEngine) -> None:
     again = engine_handle.up()
     assert again.reused and again.pid == engine.pid
-
-
-def test_check_cli_stores_a_run_with_real_figures(engine: EngineState, tmp_path: Path) -> None:
-    store = tmp_path / "runs.sqlite"
-    code = main(["check", "--target", f"embedded={engine.url}", "--max-tokens", "16", "--store", str(store)])
-    assert code == 0
-    with RunStore(store) as db:
-        (run,) = db.list_runs()
-        records = db.records(run.run_id)
-        summaries = db.summaries(run.run_id)
-    assert run.status == "complete" and len(records) == 5
-    assert all(r.completion_tokens == 16 for r in records)
-    assert summaries["x4"]["ok"] == 4 and summaries["x1"]["ttft_ms"]["p50"] > 0
-    assert run.manifest["targets"]["embedded"]["server_version"]

@@ -14,7 +14,7 @@ from servelab.core.store import RunStore
     [
         (["plan"], 2, "Missing argument"),
         (["no-such-command"], 2, "No such command"),
-        (["report"], 2, "not built yet"),
+        (["report", "nope", "--store", "STORE"], 1, "no run 'nope'"),
         (["coexist", "--sharing", "mps:lots"], 2, "--sharing is"),
         (["coexist", "--conditions", "alone,loud"], 2, "unknown condition"),
         (["coexist", "--conditions", "alone,decode", "--store", "STORE"], 2, "need --target"),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import typer
 
 from servelab._version import __version__
-from servelab.cli import bench, check, engine, pending, plan, runs
+from servelab.cli import bench, check, engine, plan, runs
 from servelab.cli.coexist import coexist
 from servelab.cli.eval import eval_command
 from servelab.cli.gateway import gateway
+from servelab.cli.report import report
 
 app = typer.Typer(
     name="servelab",
@@ -39,6 +40,6 @@ app.command("compare")(bench.compare)
 app.command("eval")(eval_command)
 app.command("gateway")(gateway)
 app.command("coexist")(coexist)
+app.command("report")(report)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
-pending.register(app)

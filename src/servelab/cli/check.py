@@ -1,4 +1,5 @@
-"""`servelab check`: the main job. Until the full check lands, a streamed smoke run."""
+"""`servelab check`: plan, bench, eval and coexist on one target (the embedded engine when none is given), then
+one HTML report. A failed step is reported and the others still run."""
 
 from __future__ import annotations
 
@@ -6,62 +7,81 @@ from pathlib import Path
 
 import typer
 
-from servelab.check.smoke import run_smoke
+from servelab.bench import resolve_targets
+from servelab.check.full import STEPS, CheckOptions, StepResult, default_report_path, report_runs, run_check
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.cli.engine import start_with_progress
-from servelab.core.records import RequestRecord
 from servelab.engines.embedded import EmbeddedEngine
-from servelab.report.console import summary_table
+from servelab.report import write_report
 
 
 def check(
-    target: str | None = typer.Option(
-        None,
-        "--target",
-        help="NAME=URL of an OpenAI-compatible server; none → the embedded engine, started and stopped here.",
+    target: list[str] = typer.Option(
+        [], "--target", help="NAME=URL of an OpenAI-compatible server; repeat. None: the embedded engine."
     ),
-    max_tokens: int = typer.Option(128, "--max-tokens", help="Output tokens per request."),
+    model_config: str | None = typer.Option(
+        None, "--model-config", help="For the plan step: a preset name or a folder with config.json."
+    ),
+    gpu: str = typer.Option("h100-80gb", "--gpu", help="The GPU the plan step sizes for."),
+    context: str = typer.Option("32k", "--context", help="The plan step's context per session."),
+    alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
+    suite: str = typer.Option("quick", "--suite", help="Eval suites: quick or full."),
+    skip: list[str] = typer.Option([], "--skip", help=f"Skip a step: {', '.join(STEPS)}; repeat."),
+    max_tokens: int = typer.Option(64, "--max-tokens", help="Output tokens per bench request."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write the report (default beside the store)."),
     keep_engine: bool = typer.Option(False, "--keep-engine", help="Leave the embedded engine running."),
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
 ) -> None:
-    """Run the main job: a streamed smoke run (1 then 4 streams), stored in the run store."""
-    out = console()
+    """The whole answer in one command: plan, bench, eval, coexist, then a report."""
+    console_out = console()
+    if suite not in ("quick", "full"):
+        from servelab.core.errors import UsageError
+
+        raise UsageError(f"--suite is quick or full, got {suite!r}")
     engine: EmbeddedEngine | None = None
     started_here = False
-    if target is None:
+    specs = [parse_target(t) for t in target]
+    if not specs:
         engine = EmbeddedEngine()
         state = start_with_progress(engine)
         started_here = not state.reused
-        name, url = "embedded", state.url
-        out.print(f"embedded engine {'reused' if state.reused else 'started'} at {url} (log {state.log})")
-    else:
-        name, url = parse_target(target)
+        specs = [("embedded", state.url)]
+        model_config = model_config or str(engine.settings.model_dir)
+        console_out.print(f"embedded engine {'reused' if state.reused else 'started'} at {state.url}")
+    options = CheckOptions(
+        model_config=model_config,
+        gpu=gpu,
+        context=context,
+        alongside=alongside,
+        suite=suite,
+        skip=frozenset(skip),
+        max_tokens=max_tokens,
+    )
 
-    def show(record: RequestRecord) -> None:
+    def progress(step: str, what: str) -> None:
         if not json_out:
-            status = record.error.value if record.error else f"{record.completion_tokens} tokens"
-            out.print(f"  {record.scenario}  {record.request_id}  {status}")
+            console_out.print(f"[bold]{step}[/]: {what}")
 
     try:
         with open_store(store) as db:
-            result = run_smoke(db, url, target_name=name, max_tokens=max_tokens, on_record=show)
-            store_path = db.path
+            results = run_check(db, resolve_targets(specs), options, progress)
+            notes = [f"{r.step}: {r.error}" for r in results if r.error]
+            report = write_report(db, report_runs(results), out or default_report_path(db.path), notes=notes)
     finally:
         if engine is not None and started_here and not keep_engine:
             engine.down()
+    _finish(results, report, json_out)
+
+
+def _finish(results: list[StepResult], report: Path, json_out: bool) -> None:
     if json_out:
-        print_json(
-            {
-                "run_id": result.run_id,
-                "model": result.model,
-                "levels": {str(k): v.to_dict() for k, v in result.levels.items()},
-            }
-        )
-        return
-    out.print(f"model {result.model} at {url}")
-    for streams, summary in result.levels.items():
-        out.print(summary_table(f"{streams} stream{'s' if streams > 1 else ''}", summary.to_dict()))
-    out.print(f"stored run [bold]{result.run_id}[/] in {store_path}  (servelab runs show {result.run_id})")
-    if any(s.ok == 0 for s in result.levels.values()):
+        print_json({"steps": [r.__dict__ for r in results], "report": str(report)})
+    else:
+        out = console()
+        for r in results:
+            what = (r.error and f"[red]failed[/]: {r.error}") or (r.skipped and f"skipped ({r.skipped})") or r.run_id
+            out.print(f"  {r.step:8s} {what}")
+        out.print(f"report: {report.resolve()}")
+    if any(r.error for r in results):
         raise typer.Exit(1)

@@ -19,7 +19,16 @@ def sharing_text(sharing: dict[str, object]) -> str:
 
 
 def plot_intervals(result: CoexistResult, path: Path) -> Path:
+    """The chunk-interval plot as a PNG file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(interval_png(result))
+    return path
+
+
+def interval_png(result: CoexistResult) -> bytes:
     """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -44,7 +53,7 @@ def plot_intervals(result: CoexistResult, path: Path) -> Path:
     ax.set_title(f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}")
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
-    return path
+    return buf.getvalue()

@@ -17,12 +17,6 @@ class ServelabError(Exception):
         self.hint = hint
 
 
-class NotBuiltYet(ServelabError):
-    """A capability whose issue has not landed yet."""
-
-    exit_code = 2
-
-
 class UsageError(ServelabError):
     """Bad input from the user: a wrong argument, a missing file, an unknown name."""
 

@@ -1,0 +1,151 @@
+"""`servelab check`: plan, bench, eval and coexist in that order, each stored as a run, then one report. Each step
+can be skipped; a step that fails is recorded with why, and the next steps still run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servelab.bench import Load, Target, expand, run_bench
+from servelab.core.errors import ServelabError, UsageError
+from servelab.core.manifest import build_manifest
+from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+
+STEPS = ("plan", "bench", "eval", "coexist")
+
+
+@dataclass
+class CheckOptions:
+    model_config: str | None = None  # a preset name or a folder with config.json: the plan step needs one
+    gpu: str = "h100-80gb"
+    context: str = "32k"
+    alongside: list[str] = field(default_factory=list)
+    suite: str = "quick"  # quick | full
+    skip: frozenset[str] = frozenset()
+    bench_requests: int = 3
+    max_tokens: int = 64
+    coexist_utterances: int = 4
+
+
+@dataclass
+class StepResult:
+    step: str
+    run_id: str | None = None
+    skipped: str | None = None
+    error: str | None = None
+
+
+def run_check(
+    store: RunStore,
+    targets: Sequence[Target],
+    options: CheckOptions,
+    progress: Callable[[str, str], None] = lambda step, what: None,
+) -> list[StepResult]:
+    unknown = set(options.skip) - set(STEPS)
+    if unknown:
+        raise UsageError(f"--skip takes {', '.join(STEPS)}; got {', '.join(sorted(unknown))}")
+    runners: dict[str, Callable[[], str]] = {
+        "plan": lambda: _plan(store, options),
+        "bench": lambda: _bench(store, targets, options),
+        "eval": lambda: _eval(store, targets, options),
+        "coexist": lambda: _coexist(store, targets, options),
+    }
+    results = []
+    for step in STEPS:
+        if step in options.skip:
+            results.append(StepResult(step, skipped="--skip"))
+            continue
+        if step == "plan" and not options.model_config:
+            results.append(StepResult(step, skipped="no model config (--model-config)"))
+            continue
+        progress(step, "running")
+        try:
+            results.append(StepResult(step, run_id=runners[step]()))
+        except Exception as exc:  # one failed step must not lose the others
+            detail = str(exc) if isinstance(exc, ServelabError) else f"{type(exc).__name__}: {exc}"
+            results.append(StepResult(step, error=detail, run_id=_latest_failed(store, step)))
+        progress(step, results[-1].error or results[-1].skipped or "done")
+    return results
+
+
+def _latest_failed(store: RunStore, step: str) -> str | None:
+    """The run a failed step left behind (stored as failed, with what it measured), if it got that far."""
+    kind = {"plan": "plan", "bench": "bench", "eval": "eval", "coexist": "coexist"}[step]
+    runs = [r for r in store.list_runs(limit=1) if r.kind == kind and r.status != STATUS_COMPLETE]
+    return runs[0].run_id if runs else None
+
+
+def _plan(store: RunStore, options: CheckOptions) -> str:
+    from servelab.cli.plan import parse_alongside, parse_tokens
+    from servelab.plan import PlanRequest, gpu, make_plan, resolve_model
+
+    card = gpu(options.gpu)
+    request = PlanRequest(
+        gpu_name=card.key,
+        gpu_bytes=card.memory_bytes,
+        bandwidth_gbs=card.bandwidth_gbs,
+        context=parse_tokens(options.context),
+        concurrency=1,
+        quant="bf16",
+        kv_dtype="auto",
+        alongside=parse_alongside(options.alongside),
+    )
+    result = make_plan(resolve_model(str(options.model_config)), request)
+    args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
+    run_id = store.create_run("plan", build_manifest("plan", args, {}))
+    store.put_summary(run_id, "plan", result.to_dict())
+    store.finish_run(run_id, STATUS_COMPLETE)
+    return run_id
+
+
+def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
+    load = Load(requests=options.bench_requests, max_tokens=options.max_tokens, warmup=1)
+    return run_bench(store, targets, expand(["seed-000"]), load).run_id
+
+
+def _eval(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
+    from servelab.eval import EvalOptions, builtin_suites, load_items, run_eval
+
+    suites = ["quick"] if options.suite == "quick" else [s for s in builtin_suites() if s != "code"]
+    return run_eval(store, list(targets), load_items(suites), EvalOptions()).run_id
+
+
+def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
+    from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
+    from servelab.coexist.probes import WorkerProbe
+
+    probe = WorkerProbe(_probe_spec())
+    load = LlmLoad(decode_streams=2, decode_tokens=options.max_tokens, prefill_tokens=1500)
+    opts = CoexistOptions(repeats=1, utterances=options.coexist_utterances, load=load, settle_s=2.0)
+    result = run_coexist(store, probe, targets[0], opts)
+    if result.failed:
+        raise RuntimeError(result.failed)
+    return result.run_id
+
+
+def _probe_spec() -> Any:
+    """The GPU probe where torch sees a GPU, else the CPU one."""
+    from servelab.coexist.probes import WorkerSpec
+
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return WorkerSpec("cuda", "voice", 1024, 28, 3072, steps_per_chunk=8, period_ms=2000)
+    except ImportError:
+        pass
+    return WorkerSpec("cpu", "voice", 256, 4, 768, chunks=25, period_ms=2000)
+
+
+def check_status(results: Sequence[StepResult]) -> str:
+    return STATUS_FAILED if any(r.error for r in results) else STATUS_COMPLETE
+
+
+def report_runs(results: Sequence[StepResult]) -> list[str]:
+    return [r.run_id for r in results if r.run_id]
+
+
+def default_report_path(store_path: Path) -> Path:
+    return store_path.parent / "reports" / "check-report.html"
