@@ -17,6 +17,7 @@ import pytest
 
 from servelab.bench import resolve_targets
 from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
+from servelab.coexist.playback import Utterance
 from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec, parse_wav_header
 from servelab.core.store import RunStore
 
@@ -59,19 +60,22 @@ def _espeak_seconds(text: str) -> float:
     return (len(wav) - offset) // (fmt.channels * fmt.sample_bytes) / fmt.sample_rate
 
 
+def _utterances(probe: HttpAudioProbe, count: int) -> list[Utterance]:
+    async def go() -> list[Utterance]:
+        try:
+            return await probe.run(count, "alone")
+        finally:
+            await probe.close()
+
+    return asyncio.run(go())
+
+
 @pytest.mark.parametrize("audio_format", ["wav", "pcm"])
 def test_http_probe_times_every_chunk_of_real_speech(tts_url: str, audio_format: str) -> None:
     from servelab.coexist.probes import AudioFormat
 
     probe = HttpAudioProbe(tts_url, text=TEXT, audio_format=audio_format, pcm=AudioFormat(sample_rate=22050))
-
-    async def go() -> list:  # type: ignore[type-arg]
-        try:
-            return await probe.run(2, "alone")
-        finally:
-            await probe.close()
-
-    got = asyncio.run(go())
+    got = _utterances(probe, 2)
     expected = _espeak_seconds(TEXT)
     assert expected > 2.0
     for u in got:
@@ -85,14 +89,7 @@ def test_http_probe_times_every_chunk_of_real_speech(tts_url: str, audio_format:
 
 def test_http_probe_reports_a_refusal(tts_url: str) -> None:
     probe = HttpAudioProbe(tts_url, text="", audio_format="wav")
-
-    async def go() -> list:  # type: ignore[type-arg]
-        try:
-            return await probe.run(1, "alone")
-        finally:
-            await probe.close()
-
-    got = asyncio.run(go())
+    got = _utterances(probe, 1)
     assert got[0].error is not None and got[0].error.startswith("HTTP 400")
 
 

@@ -110,6 +110,7 @@ class Forwarder:
         self.port, self.target_port = free_port(), target_port
         self.loop = asyncio.new_event_loop()
         self.server: asyncio.Server | None = None
+        self.clients: set[asyncio.StreamWriter] = set()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -123,8 +124,12 @@ class Forwarder:
             writer.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        self.clients.add(writer)
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        finally:
+            self.clients.discard(writer)
 
     def up(self) -> None:
         async def start() -> None:
@@ -136,7 +141,8 @@ class Forwarder:
         async def stop() -> None:
             assert self.server is not None
             self.server.close()
-            self.server.close_clients()
+            for writer in list(self.clients):  # the open connections go too, as when a server dies
+                writer.transport.abort()
 
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from servelab.engines.embedded import EngineState
@@ -70,6 +70,9 @@ def _check(reply: httpx.Response) -> None:
 @pytest.mark.integration
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=BODY, path=st.sampled_from(["/v1/chat/completions", "/v1/completions"]))
+@example(  # found by this test: a stream_options that is not an object crashed the gateway (500)
+    body={"messages": [], "max_tokens": 0, "stream": True, "stream_options": True}, path="/v1/chat/completions"
+)
 def test_fuzzed_bodies_never_crash_the_gateway(gateway_url: str, body: dict[str, Any], path: str) -> None:
     with httpx.Client(base_url=gateway_url, timeout=60) as http:
         if body.get("stream") is True:

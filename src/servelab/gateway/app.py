@@ -323,6 +323,8 @@ class Gateway:
             return _error(400, "the request body is not JSON", "invalid_request_error")
         if not isinstance(body, dict):
             return _error(400, "the request body is not a JSON object", "invalid_request_error")
+        if "stream_options" in body and not isinstance(body["stream_options"], dict | None):
+            return _error(400, "stream_options must be an object", "invalid_request_error")
         return body
 
     def _client_denied(self, request: Request) -> Response | None:
