@@ -127,7 +127,10 @@ def _metrics(out: Section, summaries: dict[str, Any]) -> None:
             continue
         target = name.removeprefix("metrics/")
         series = {k: [(float(t), float(v)) for t, v in pts] for k, pts in (s.get("series") or {}).items() if pts}
-        _add_plot(out, f"/metrics of {target}", plots.lines(series, "s", "value", f"{target}: server /metrics"))
+        queue = {k: v for k, v in series.items() if k in ("running", "waiting")}
+        kv = {k: [(t, 100 * v) for t, v in pts] for k, pts in series.items() if k == "kv_usage"}
+        _add_plot(out, f"{target}: requests running and waiting", plots.lines(queue, "s", "requests", "/metrics queue"))
+        _add_plot(out, f"{target}: KV cache usage", plots.lines(kv, "s", "% of the KV cache", "/metrics KV usage"))
         derived = s.get("derived") or {}
         if derived.get("spec_warning"):
             out.verdicts.append(f"{target}: {derived['spec_warning']}")
@@ -139,6 +142,12 @@ def _metrics(out: Section, summaries: dict[str, Any]) -> None:
 def _bench_verdicts(out: Section, rows: list[dict[str, Any]], summaries: dict[str, Any]) -> None:
     for r in rows:
         cells = {t: c for t, c in r["targets"].items() if c.get("tok_s")}
+        if len(cells) == 1:
+            ((t, c),) = cells.items()
+            out.verdicts.append(
+                f"{r['scenario']} on {t}: {fmt(c['tok_s']['estimate'])} tok/s per stream, "
+                f"TTFT {fmt((c.get('ttft_ms') or {}).get('estimate'), 0)} ms (medians)"
+            )
         if len(cells) >= 2:
             (a, ca), (b, cb) = list(cells.items())[:2]
             ratio = ca["tok_s"]["estimate"] / cb["tok_s"]["estimate"] if cb["tok_s"]["estimate"] else None
