@@ -93,7 +93,8 @@ def _torch_model(
 
     run = body
     if graph and device.startswith("cuda"):
-        stream = torch.cuda.Stream()
+        cuda: Any = torch.cuda  # typed loosely: torch's stubs differ between its CPU and CUDA builds
+        stream = cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(3):
@@ -155,7 +156,8 @@ def _green_context(sms: int) -> dict[str, Any]:
     try:
         from torch.cuda.green_contexts import GreenContext
 
-        GreenContext.create(num_sms=sms).set_context()
+        context: Any = GreenContext.create(num_sms=sms)
+        context.set_context()
         return {"green_context_sms": sms}
     except Exception as exc:  # no green contexts in this torch or driver: say so, run unpartitioned
         return {"green_context_error": f"{type(exc).__name__}: {exc}"}
