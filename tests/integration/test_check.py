@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servelab.bench import resolve_targets
-from servelab.check.full import CheckOptions, report_runs, run_check
+from servelab.check.full import CheckOptions, failure_notes, report_runs, run_check
 from servelab.cli import main
 from servelab.core.store import RunStore
 from servelab.engines.embedded import EmbeddedEngine, EngineState
@@ -63,7 +63,7 @@ def test_a_target_that_dies_mid_bench_still_gives_a_report(engine: EngineState, 
     try:
         results = run_check(db, targets, CheckOptions(skip=frozenset({"plan"}), max_tokens=8))
         killer.join(timeout=5)
-        notes = [f"{r.step}: {r.error}" for r in results if r.error]
+        notes = failure_notes(results)
         report = write_report(db, report_runs(results), tmp_path / "report.html", notes=notes).read_text()
     finally:
         db.close()

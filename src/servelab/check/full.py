@@ -11,7 +11,7 @@ from typing import Any
 from servelab.bench import Load, Target, expand, run_bench
 from servelab.core.errors import ServelabError, UsageError
 from servelab.core.manifest import build_manifest
-from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.core.store import STATUS_COMPLETE, RunStore
 
 STEPS = ("plan", "bench", "eval", "coexist")
 
@@ -71,9 +71,9 @@ def run_check(
 
 
 def _latest_failed(store: RunStore, step: str) -> str | None:
-    """The run a failed step left behind (stored as failed, with what it measured), if it got that far."""
-    kind = {"plan": "plan", "bench": "bench", "eval": "eval", "coexist": "coexist"}[step]
-    runs = [r for r in store.list_runs(limit=1) if r.kind == kind and r.status != STATUS_COMPLETE]
+    """The run a failed step left behind (stored as failed, with what it measured), if it got that far; each
+    step stores runs of its own name as their kind."""
+    runs = [r for r in store.list_runs(limit=1) if r.kind == step and r.status != STATUS_COMPLETE]
     return runs[0].run_id if runs else None
 
 
@@ -139,8 +139,9 @@ def _probe_spec() -> Any:
     return WorkerSpec("cpu", "voice", 256, 4, 768, chunks=25, period_ms=2000)
 
 
-def check_status(results: Sequence[StepResult]) -> str:
-    return STATUS_FAILED if any(r.error for r in results) else STATUS_COMPLETE
+def failure_notes(results: Sequence[StepResult]) -> list[str]:
+    """What failed, a line a step, for the top of the report."""
+    return [f"{r.step}: {r.error}" for r in results if r.error]
 
 
 def report_runs(results: Sequence[StepResult]) -> list[str]:

@@ -8,9 +8,18 @@ from pathlib import Path
 import typer
 
 from servelab.bench import resolve_targets
-from servelab.check.full import STEPS, CheckOptions, StepResult, default_report_path, report_runs, run_check
+from servelab.check.full import (
+    STEPS,
+    CheckOptions,
+    StepResult,
+    default_report_path,
+    failure_notes,
+    report_runs,
+    run_check,
+)
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.cli.engine import start_with_progress
+from servelab.core.errors import UsageError
 from servelab.engines.embedded import EmbeddedEngine
 from servelab.report import write_report
 
@@ -36,8 +45,6 @@ def check(
     """The whole answer in one command: plan, bench, eval, coexist, then a report."""
     console_out = console()
     if suite not in ("quick", "full"):
-        from servelab.core.errors import UsageError
-
         raise UsageError(f"--suite is quick or full, got {suite!r}")
     engine: EmbeddedEngine | None = None
     started_here = False
@@ -66,8 +73,8 @@ def check(
     try:
         with open_store(store) as db:
             results = run_check(db, resolve_targets(specs), options, progress)
-            notes = [f"{r.step}: {r.error}" for r in results if r.error]
-            report = write_report(db, report_runs(results), out or default_report_path(db.path), notes=notes)
+            path = out or default_report_path(db.path)
+            report = write_report(db, report_runs(results), path, notes=failure_notes(results))
     finally:
         if engine is not None and started_here and not keep_engine:
             engine.down()

@@ -94,7 +94,7 @@ def coexist(
     if plot:
         from servelab.coexist.plot import plot_intervals
 
-        plot_intervals(result, plot)
+        plot = plot_intervals(result, plot)  # None: no chunk arrived, nothing drawn
     if json_out:
         print_json({"run_id": result.run_id, "conditions": [c.to_dict() for c in result.conditions]})
     else:

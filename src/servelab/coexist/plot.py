@@ -18,42 +18,28 @@ def sharing_text(sharing: dict[str, object]) -> str:
     return text
 
 
-def plot_intervals(result: CoexistResult, path: Path) -> Path:
-    """The chunk-interval plot as a PNG file."""
+def plot_intervals(result: CoexistResult, path: Path) -> Path | None:
+    """The chunk-interval plot as a PNG file; None when no chunk arrived (nothing to draw)."""
+    png = interval_png(result)
+    if png is None:
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(interval_png(result))
+    path.write_bytes(png)
     return path
 
 
-def interval_png(result: CoexistResult) -> bytes:
+def interval_png(result: CoexistResult) -> bytes | None:
     """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
-    import io
+    from servelab.report.plots import survival
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    for figs in result.conditions:
-        gaps = sorted(
+    gaps = {
+        figs.condition: [
             (b.arrived_s - a.arrived_s) * 1000
             for u in result.utterances
             if u.condition == figs.condition
             for a, b in itertools.pairwise(u.chunks)
-        )
-        if not gaps:
-            continue
-        n = len(gaps)
-        ax.step(gaps, [1 - i / n for i in range(n)], where="post", label=f"{figs.condition} (n={n})")
-    ax.set_yscale("log")
-    ax.set_xlabel("interval between chunks (ms)")
-    ax.set_ylabel("share of intervals longer")
-    ax.axhline(0.01, color="grey", linewidth=0.6, linestyle=":")
-    ax.set_title(f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}")
-    ax.legend()
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+        ]
+        for figs in result.conditions
+    }
+    title = f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}"
+    return survival(gaps, "interval between chunks (ms)", title, ylabel="share of intervals longer", mark=0.01)

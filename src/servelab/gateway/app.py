@@ -173,9 +173,7 @@ class Gateway:
             if done:
                 break
             if await request.is_disconnected():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
+                await _cancel(work)
                 return "gone"
             if slow_after is not None and waited >= slow_after:
                 return "slow"
@@ -218,9 +216,7 @@ class Gateway:
                 yield out
         finally:
             if not work.done():  # the client left while the upstream was silent
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
+                await _cancel(work)
 
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
@@ -395,6 +391,13 @@ class Gateway:
 
 
 KEEPALIVE = b": keep-alive\n\n"
+
+
+async def _cancel(work: asyncio.Task[Any]) -> None:
+    """Cancel the upstream attempt and wait until it has let go (its connection closed: vLLM aborts)."""
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
 
 
 async def _idle_limited(chunks: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:

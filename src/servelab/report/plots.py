@@ -21,8 +21,16 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def survival(series: Mapping[str, Sequence[float]], xlabel: str, title: str) -> bytes | None:
-    """Per series, the share of values above x (log y): medians and tails side by side."""
+def survival(
+    series: Mapping[str, Sequence[float]],
+    xlabel: str,
+    title: str,
+    *,
+    ylabel: str = "share above",
+    mark: float | None = None,
+) -> bytes | None:
+    """Per series, the share of values above x (log y): medians and tails side by side; ``mark`` draws a dotted
+    line at that share (0.01: where p99 is read)."""
     drawn = {k: sorted(v) for k, v in series.items() if v}
     if not drawn:
         return None
@@ -31,8 +39,10 @@ def survival(series: Mapping[str, Sequence[float]], xlabel: str, title: str) -> 
         n = len(values)
         ax.step(values, [1 - i / n for i in range(n)], where="post", label=f"{name} (n={n})")
     ax.set_yscale("log")
+    if mark is not None:
+        ax.axhline(mark, color="grey", linewidth=0.6, linestyle=":")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("share above")
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=8)
     return _png(fig)
