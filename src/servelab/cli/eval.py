@@ -12,9 +12,7 @@ from servelab.bench import resolve_targets
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.core.errors import UsageError
 from servelab.eval import EvalOptions, EvalResult, builtin_suites, load_items, regrade, run_eval
-from servelab.eval.agent import AgentLimits
-from servelab.eval.repo import builtin_tasks, load_task
-from servelab.eval.repo_run import RepoResult, run_repo
+from servelab.eval.repair import AgentLimits, RepoResult, builtin_tasks, load_task, run_repo
 from servelab.eval.sandbox import sandbox_kind
 
 CODE_SUITES = ("code", "repo")
@@ -100,6 +98,7 @@ def _show_repo(results: list[RepoResult], json_out: bool) -> None:
             "visible tests",
             "hidden tests",
             "gap",
+            "tampered",
             *r.summary["targets"][next(iter(r.summary["targets"]))]["traps"],
             title=f"repo repair: {r.summary['task']} (run {r.run_id})",
             title_justify="left",
@@ -113,6 +112,7 @@ def _show_repo(results: list[RepoResult], json_out: bool) -> None:
                 _pct(row["visible_pass_rate"]),
                 _pct(row["hidden_pass_rate"]),
                 _pct(row["gap"]),
+                str(row.get("tampered", 0)),
                 *(f"{v}/{row['attempts']}" for v in row["traps"].values()),
             )
         console().print(table)

@@ -3,13 +3,17 @@ kill, and bubblewrap for no network and a read-only system.
 
 ``bwrap`` mode: every namespace unshared (network included: only an unconfigured loopback inside), only the
 system folders bound read-only (no home folders or checkouts: nothing of servelab's tasks, hidden tests
-included, is visible), a private /tmp, /dev and /proc, the work folder bound read-write at /tmp/sandbox, and
-bwrap as the pid namespace's init: killing it ends every process inside. ``none`` mode (only with --unsafe):
-the same user, rlimits and kill, no namespaces.
+included, is visible), a private /tmp and /dev/shm of a fixed size, a private /dev and /proc, the work folder
+bound at /tmp/sandbox (read-write, or read-only for grading), and bwrap as the pid namespace's init: killing it
+ends every process inside. ``none`` mode (only with --unsafe): the same user, rlimits and kill, no namespaces.
+
+What the code prints is read as it comes and kept up to a limit, so a program that writes without end costs
+the host no memory.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib.util
@@ -20,9 +24,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from servelab.core.errors import UsageError
 
@@ -30,6 +36,7 @@ NOBODY = 65534
 PYLIB = "/tmp/pylib"  # inside: a read-only copy of pytest and its dependencies
 PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
 INSIDE = "/tmp/sandbox"  # inside the private /tmp: the host root is read-only
+SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class Limits:
     processes: int = 64  # for the sandbox user, system-wide
     file_mb: int = 64  # largest file written
     output_bytes: int = 64_000  # kept of stdout / stderr each
+    tmp_mb: int = 256  # the private /tmp and /dev/shm, each
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,8 @@ class SandboxResult:
     stderr: str
     timed_out: bool
     sandbox: str  # "bwrap" or "none"
+    raw_stdout: bytes = b""
+    report: bytes = b""  # what the code wrote to the report pipe (its fd number is in SERVELAB_REPORT_FD)
 
     @property
     def ok(self) -> bool:
@@ -105,17 +115,23 @@ def _limit(limits: Limits) -> None:
 
 
 def fresh_copy(source: Path | None = None, files: dict[str, str] | None = None) -> Path:
-    """A new temporary work folder (a copy of ``source``, plus ``files``) the sandbox user may write."""
+    """A new temporary work folder (a copy of ``source``, a folder servelab trusts, plus ``files``) the sandbox
+    user may write."""
     work = Path(tempfile.mkdtemp(prefix="servelab-sandbox-"))
     if source is not None:
         shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", ".git"))
     for name, text in (files or {}).items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(text)
-    if os.geteuid() == 0:
-        for path in [work, *work.rglob("*")]:
-            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+    give_to_sandbox(work)
     return work
+
+
+def give_to_sandbox(root: Path) -> None:
+    """Everything under ``root`` (a folder servelab made) belongs to the sandbox user."""
+    if os.geteuid() == 0:
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
 
 
 def python() -> str:
@@ -130,8 +146,10 @@ def python() -> str:
 
 @functools.cache
 def pytest_lib() -> Path:
-    """pytest and its pure-Python dependencies copied where any user can read them (put on PYTHONPATH)."""
+    """pytest and its pure-Python dependencies, and servelab's grading runner, copied where any user can read
+    them (put on PYTHONPATH; the grader puts it first on sys.path). Removed when this process exits."""
     lib = Path(tempfile.mkdtemp(prefix="servelab-pylib-"))
+    atexit.register(shutil.rmtree, lib, True)
     for name in PYTEST_MODULES:
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
@@ -141,6 +159,8 @@ def pytest_lib() -> Path:
             shutil.copytree(origin.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(origin, lib / origin.name)
+    shutil.copy2(Path(__file__).parent / "repair" / "_grade_runner.py", lib / "servelab_grade_runner.py")
+    (lib / "servelab-grade.ini").write_text("[pytest]\n")  # the configuration when a task brings none
     for path in [lib, *lib.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return lib
@@ -161,70 +181,128 @@ def _system_binds() -> list[str]:
     return out
 
 
-def _bwrap_argv(argv: Sequence[str], work: Path) -> list[str]:
+def _bwrap_argv(argv: Sequence[str], work: Path, limits: Limits, read_only: bool, env: Mapping[str, str]) -> list[str]:
+    tmp = str(limits.tmp_mb * 2**20)
+    setenv = [x for k, v in env.items() for x in ("--setenv", k, v)]
     return [
         "bwrap",
         *_system_binds(),
         "--dev", "/dev",
+        "--size", tmp, "--tmpfs", "/dev/shm",
         "--proc", "/proc",
-        "--tmpfs", "/tmp",
-        "--bind", str(work), INSIDE,
+        "--size", tmp, "--tmpfs", "/tmp",
+        "--ro-bind" if read_only else "--bind", str(work), INSIDE,
         "--ro-bind", str(pytest_lib()), PYLIB,
         "--chdir", INSIDE,
         "--unshare-all",
         "--die-with-parent",
         "--new-session",
         "--clearenv",
-        "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-        "--setenv", "HOME", INSIDE,
-        "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-        "--setenv", "LANG", "C.UTF-8",
-        "--setenv", "PYTHONPATH", PYLIB,
+        *setenv,
         *argv,
     ]  # fmt: skip
 
 
-def run(argv: Sequence[str], work: Path, *, kind: str, limits: Limits | None = None) -> SandboxResult:
+class _Drain(threading.Thread):
+    """Reads a pipe to its end, keeping the first ``cap`` bytes and dropping the rest."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.cap, self.data = fd, cap, bytearray()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.fd, 65536):
+                if len(self.data) < self.cap:
+                    self.data += chunk[: self.cap - len(self.data)]
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def run(
+    argv: Sequence[str],
+    work: Path,
+    *,
+    kind: str,
+    limits: Limits | None = None,
+    stdin: bytes | None = None,
+    read_only: bool = False,
+    env: Mapping[str, str] | None = None,
+    report_bytes: int = 0,
+) -> SandboxResult:
     """Run ``argv`` in ``work`` (seen as /tmp/sandbox under bwrap); never raises for what the code does.
-    An ``argv[0]`` of "python" is the interpreter the sandbox user can run, with pytest importable."""
+    An ``argv[0]`` of "python" is the interpreter the sandbox user can run, with pytest importable.
+    ``report_bytes``: open a report pipe for the code (SERVELAB_REPORT_FD), kept up to that many bytes."""
     limits = limits or Limits()
     if argv and argv[0] == "python":
         argv = [python(), *argv[1:]]
+    pipe = os.pipe() if report_bytes else None
+    environ = {**SAFE_ENV, "PYTHONPATH": PYLIB if kind == "bwrap" else str(pytest_lib()), **(env or {})}
+    environ["HOME"] = "/tmp" if kind == "bwrap" else "/nonexistent"
+    if pipe:
+        environ["SERVELAB_REPORT_FD"] = str(pipe[1])
     if kind == "bwrap":
-        command, cwd, env = _bwrap_argv(argv, work), None, None
+        command, cwd, envp = _bwrap_argv(argv, work, limits, read_only, environ), None, None
     else:
-        command, cwd = list(argv), str(work)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(work),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPATH": str(pytest_lib()),
-        }
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=functools.partial(_limit, limits),
-    )
+        command, cwd, envp = list(argv), str(work), environ
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=envp,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(pipe[1],) if pipe else (),
+            preexec_fn=functools.partial(_limit, limits),
+        )
+    finally:
+        if pipe:
+            os.close(pipe[1])
+    return _collect(proc, limits, stdin, pipe[0] if pipe else None, report_bytes, kind)
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], limits: Limits, stdin: bytes | None, report_fd: int | None, cap: int, kind: str
+) -> SandboxResult:
+    assert proc.stdout is not None and proc.stderr is not None
+    drains = [_Drain(os.dup(proc.stdout.fileno()), limits.output_bytes),
+              _Drain(os.dup(proc.stderr.fileno()), limits.output_bytes)]  # fmt: skip
+    if report_fd is not None:
+        drains.append(_Drain(report_fd, cap))
+    proc.stdout.close()
+    proc.stderr.close()
+    for drain in drains:
+        drain.start()
+    if stdin is not None and proc.stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=limits.timeout_s)
+        proc.wait(timeout=limits.timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-    _kill_group(proc.pid)  # anything the code left behind in its group
+    _kill_group(proc.pid)  # at the timeout, and anything the code left behind in its group
+    proc.wait()
+    for drain in drains:
+        drain.join(timeout=5)  # an escaped process may hold a pipe (none mode): what came so far is kept
+    out, err = bytes(drains[0].data), bytes(drains[1].data)
     return SandboxResult(
         None if timed_out else proc.returncode,
-        out[: limits.output_bytes].decode("utf-8", errors="replace"),
-        err[: limits.output_bytes].decode("utf-8", errors="replace"),
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
         timed_out,
         kind,
+        raw_stdout=out,
+        report=bytes(drains[2].data) if report_fd is not None else b"",
     )
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        pipe.write(data)
+    with contextlib.suppress(OSError):
+        pipe.close()
 
 
 def _kill_group(pgid: int) -> None:

@@ -14,10 +14,8 @@ import pytest
 from servelab.bench.runner import Target
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.store import RunStore
-from servelab.eval.agent import AgentLimits, Policy
 from servelab.eval.grade import Outcome
-from servelab.eval.repo import load_task
-from servelab.eval.repo_run import run_repo
+from servelab.eval.repair import AgentLimits, Policy, load_task, run_repo
 from tests.unit.eval.needs_bwrap import require_bwrap
 
 require_bwrap()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.eval.repo import builtin_tasks, grade_workdir, load_task, self_check
+from servelab.eval.repair import builtin_tasks, grade_workdir, load_task, self_check
 from servelab.eval.sandbox import fresh_copy
 from tests.unit.eval.needs_bwrap import require_bwrap
 
@@ -56,8 +56,7 @@ def test_agent_conftest_and_pytest_config_do_not_count(fixed: Path) -> None:
     )
     (fixed / "pytest.ini").write_text("[pytest]\naddopts = -k 'not hidden'\n")
     grade = grade_workdir(TASK, fixed, "bwrap")
-    assert sorted(grade.removed) == ["conftest.py", "pytest.ini"]
-    assert not grade.resolved and grade.rate(TASK.all_tests)[0] == 5
+    assert grade.error is None and not grade.resolved and grade.rate(TASK.all_tests)[0] == 5
 
 
 def test_agent_edits_to_visible_tests_are_undone_and_skips_count_as_failures(fixed: Path) -> None:

@@ -4,20 +4,16 @@ limits, every turn kept as the trajectory."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from servelab.bench.runner import Target
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
-from servelab.eval.sandbox import NOBODY, Limits, run
-
-OUTPUT_LIMIT = 4000  # characters of tool output shown to the model
+from servelab.eval.repair.workspace import Workspace
+from servelab.eval.sandbox import Limits
 
 
 def _tool(name: str, description: str, **params: str) -> dict[str, Any]:
@@ -80,54 +76,6 @@ def chat_policy(target: Target, sink: Callable[[RequestRecord], None], label: st
         return record
 
     return policy
-
-
-class Workspace:
-    """The agent's tools, confined to one folder; the shell runs in the sandbox."""
-
-    def __init__(self, root: Path, kind: str, limits: Limits) -> None:
-        self.root, self.kind, self.limits = root.resolve(), kind, limits
-
-    def call(self, name: str, arguments: str) -> str:
-        try:
-            args = json.loads(arguments or "{}")
-            if not isinstance(args, dict):
-                raise ValueError("arguments are not a JSON object")
-            if name == "shell":
-                return self.shell(str(args["command"]))
-            if name == "read_file":
-                return self._path(str(args["path"])).read_text()[:OUTPUT_LIMIT]
-            if name == "write_file":
-                path = self._path(str(args["path"]))
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(str(args["content"]))
-                _give(path, self.root)
-                return f"wrote {len(str(args['content']))} characters to {args['path']}"
-            return f"error: no tool {name!r}"
-        except (KeyError, ValueError, OSError) as exc:
-            return f"error: {type(exc).__name__}: {exc}"
-
-    def shell(self, command: str) -> str:
-        result = run(["bash", "-c", command], self.root, kind=self.kind, limits=self.limits)
-        if result.timed_out:
-            return f"timed out after {self.limits.timeout_s:g} s"
-        out = (result.stdout + result.stderr)[-OUTPUT_LIMIT:]
-        return f"exit code {result.returncode}\n{out}"
-
-    def _path(self, relative: str) -> Path:
-        path = (self.root / relative).resolve()
-        if not path.is_relative_to(self.root):
-            raise ValueError(f"{relative!r} is outside the repository")
-        return path
-
-
-def _give(path: Path, root: Path) -> None:
-    """Files the tools write belong to the sandbox user, like those its shell writes."""
-    if os.geteuid() == 0:
-        for p in [path, *path.parents]:
-            if not p.is_relative_to(root):
-                break
-            os.chown(p, NOBODY, NOBODY)
 
 
 async def run_agent(policy: Policy, instructions: str, workspace: Workspace, limits: AgentLimits) -> Trajectory:

@@ -1,10 +1,10 @@
-"""The repo-repair eval: per target and repeat, a fresh copy of the task's repo, the agent loop, then grading
-with the hidden tests; a per-trap matrix and the visible-vs-hidden gap."""
+"""The repo-repair eval: per target and repeat, a fresh copy of the task's repo (a size-capped folder of its
+own), the agent loop, then grading with the hidden tests; a per-trap matrix and the visible-vs-hidden gap.
+An attempt that fails in any way is graded ``error`` with the reason and the eval goes on to the next."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -14,10 +14,11 @@ from servelab.core.manifest import build_manifest
 from servelab.core.records import RequestRecord
 from servelab.core.stats import wilson_interval
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
-from servelab.eval.agent import AgentLimits, Policy, Trajectory, Workspace, chat_policy, run_agent
 from servelab.eval.grade import Outcome
-from servelab.eval.repo import RepoGrade, Task, grade_workdir
-from servelab.eval.sandbox import fresh_copy
+from servelab.eval.repair.agent import AgentLimits, Policy, Trajectory, chat_policy, run_agent
+from servelab.eval.repair.grader import RepoGrade, grade_workdir
+from servelab.eval.repair.task import Task
+from servelab.eval.repair.workspace import Workspace, agent_folder
 
 PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], str], Policy]
 
@@ -91,13 +92,16 @@ def run_repo(
 
 
 def _attempt(task: Task, target: Target, repeat: int, kind: str, limits: AgentLimits, policy: Policy) -> Attempt:
-    work = fresh_copy(task.repo)
+    trajectory = Trajectory([])
     try:
-        workspace = Workspace(work, kind, limits.shell)
-        trajectory = asyncio.run(run_agent(policy, task.instructions, workspace, limits))
-        grade = grade_workdir(task, work, kind)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        with agent_folder(task.repo) as (work, size_limited):
+            workspace = Workspace(work, kind, limits.shell)
+            trajectory = asyncio.run(run_agent(policy, task.instructions, workspace, limits))
+            grade = grade_workdir(task, work, kind)
+            grade.harvest["workdir_size_limited"] = size_limited
+    except Exception as exc:  # a hostile folder must cost this attempt only, never the eval
+        grade = RepoGrade(error=f"grading failed: {type(exc).__name__}: {exc}")
+        grade.passed = dict.fromkeys(sorted(task.all_tests), False)
     return Attempt(target.name, repeat, trajectory, grade)
 
 
@@ -119,6 +123,8 @@ def summarize_repo(task: Task, attempts: Sequence[Attempt]) -> dict[str, Any]:
             "hidden_pass_rate": hidden,
             "gap": None if visible is None or hidden is None else visible - hidden,
             "traps": {t: sum(a.grade.traps(task).get(t, False) for a in mine) for t in traps},
+            "tampered": sum(a.grade.tampered for a in mine),
+            "errors": [a.grade.error for a in mine if a.grade.error],
             "attempts": len(mine),
             "stopped": [a.trajectory.stopped for a in mine],
         }
