@@ -1,24 +1,28 @@
-"""What the gateway adds to TTFT at 64 concurrent streams, beside the LiteLLM proxy in front of the same upstream,
-in the same run.
+"""What the gateway adds to TTFT and to the gaps between chunks (ITL), beside the LiteLLM proxy in front of the
+same upstream, in the same run, at 1, 64 and 256 concurrent streams.
 
 The upstream is the SSE fixture server (tests/fixtures/sse_fixture.py, not an LLM): a known 20 ms to the first
-chunk and 20 ms between chunks, so any difference is the proxy's. Three paths to it, each its own process:
-direct, through `servelab gateway`, through `litellm --config` (an OpenAI-compatible model entry with the
-fixture as api_base). servelab's load generator runs 64 concurrent streams per path per round, the paths
-interleaved over rounds, two ways: burst (64 requests of 8 chunks sent at once, per wave: the worst case, every
-request queues behind the others) and steady (64 clients in a closed loop for --seconds, 4-32 chunks a request,
-so arrivals spread out). Added TTFT = the path's TTFT minus direct's, at p50 and p99.
+chunk and 20 ms between chunks, so any difference is the proxy's. Paths, each its own process(es): direct,
+`servelab gateway` with 1 worker and with N workers, `litellm --config` (N workers; an OpenAI-compatible model
+entry with the fixture as api_base). servelab's load generator runs closed-loop streams (4-32 chunks a request,
+so they do not stay in step) for --seconds per path, level and round, the paths interleaved over rounds; or,
+with --mode burst, waves of that many requests sent at once. Where the machine has the cores, the load
+generator, the upstream and the proxies are pinned to separate cores (taskset / sched_setaffinity).
+Added = the path's percentile minus direct's. Ratios printed: LiteLLM's added over servelab's.
 
-usage: python benchmarks/gateway/run.py [--streams 64] [--rounds 5] [--litellm /tmp/litellm/bin/litellm]
-       (LiteLLM in a venv of its own: python3 -m venv /tmp/litellm && /tmp/litellm/bin/pip install 'litellm[proxy]')
+usage: python benchmarks/gateway/run.py [--levels 1,64,256] [--rounds 3] [--seconds 6] [--workers N]
+       [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,6 +33,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from servelab.core.records import RequestRecord
 from servelab.core.summary import ttft_ms
 from servelab.engines.client import ClientOptions, StreamClient
 
@@ -36,20 +41,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sse_fixture.py"
 KEY = "sk-" + "5e" * 24  # both proxies check a client key (LiteLLM refuses to start without one)
 BODY = {"model": "fixture", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
-
 GATEWAY = """
-import sys, uvicorn
-from servelab.gateway.app import create_app
-from servelab.gateway.config import GatewayConfig, Policy, Upstream
-from servelab.gateway.config import Keys
-cfg = GatewayConfig(
-    local=Upstream(url=sys.argv[1], health_path="/v1/models"),
-    policy=Policy(health_interval_s=5),
-    keys=Keys(clients=[sys.argv[3]]),
-)
-uvicorn.run(create_app(cfg)[0], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access_log=False)
+import json, sys
+from servelab.gateway import GatewayConfig, run
+run(GatewayConfig.model_validate_json(sys.argv[1]), int(sys.argv[2]))
 """
-
 LITELLM = """model_list:
   - model_name: fixture
     litellm_params:
@@ -67,7 +63,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_http(url: str, timeout: float = 120.0) -> None:
+def wait_http(url: str, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -75,21 +71,43 @@ def wait_http(url: str, timeout: float = 120.0) -> None:
                 return
         except httpx.HTTPError:
             pass
-        time.sleep(0.5)
+        time.sleep(0.3)
     raise SystemExit(f"{url} did not answer in {timeout:.0f} s")
 
 
-def start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+class Cores:
+    """Separate cores for the load generator, the upstream and the proxies, where there are enough."""
+
+    def __init__(self, workers: int) -> None:
+        count = os.cpu_count() or 1
+        self.pinned = count >= 8 and shutil.which("taskset") is not None
+        load = max(2, count // 4)
+        self.load = list(range(load))
+        self.upstream = list(range(load, load + 2))
+        self.proxy = list(range(load + 2, min(count, load + 2 + workers)))
+
+    def argv(self, cores: list[int], argv: list[str]) -> list[str]:
+        return ["taskset", "-c", ",".join(map(str, cores)), *argv] if self.pinned and cores else argv
+
+    def describe(self) -> str:
+        if not self.pinned:
+            return f"not pinned ({os.cpu_count()} cores: all processes share them)"
+        return f"load generator cores {self.load}, upstream {self.upstream}, proxy {self.proxy}"
 
 
-async def steady(url: str, streams: int, seconds: float, seed: int) -> list[float]:
-    """``streams`` clients in a closed loop for ``seconds``, each request 4-32 chunks long (so the streams do
-    not stay in step), TTFTs after the first second."""
+def gaps(record: RequestRecord) -> list[float]:
+    """Milliseconds between consecutive token-bearing events (what ITL means to a streaming client)."""
+    times = record.chunk_ns
+    return [(b - a) / 1e6 for a, b in itertools.pairwise(times)]
+
+
+async def steady(url: str, streams: int, seconds: float, seed: int) -> tuple[list[float], list[float]]:
+    """``streams`` clients in a closed loop for ``seconds``; TTFTs and ITLs of requests after the first second."""
     client = StreamClient(url, options=ClientOptions(include_usage=False, api_key=KEY))
     rng = random.Random(seed)
     start = time.monotonic()
-    out: list[float] = []
+    ttfts: list[float] = []
+    itls: list[float] = []
 
     async def worker() -> None:
         while time.monotonic() - start < seconds:
@@ -97,62 +115,97 @@ async def steady(url: str, streams: int, seconds: float, seed: int) -> list[floa
             if record.error:
                 raise SystemExit(f"{url}: {record.error_detail}")
             if (t := ttft_ms(record)) is not None and time.monotonic() - start > 1.0:
-                out.append(t)
+                ttfts.append(t)
+                itls.extend(gaps(record))
 
     await asyncio.gather(*(worker() for _ in range(streams)))
-    return out
+    return ttfts, itls
 
 
-async def one_wave(url: str, streams: int) -> list[float]:
+async def burst(url: str, streams: int, waves: int) -> tuple[list[float], list[float]]:
     client = StreamClient(url, options=ClientOptions(include_usage=False, api_key=KEY))
-    records = await asyncio.gather(*(client.send("chat", dict(BODY)) for _ in range(streams)))
-    bad = [r.error_detail for r in records if r.error]
-    if bad:
-        raise SystemExit(f"{url}: {len(bad)} failed, first: {bad[0]}")
-    return [t for r in records if (t := ttft_ms(r)) is not None]
+    ttfts: list[float] = []
+    itls: list[float] = []
+    for _ in range(waves):
+        records = await asyncio.gather(*(client.send("chat", dict(BODY)) for _ in range(streams)))
+        if bad := [r.error_detail for r in records if r.error]:
+            raise SystemExit(f"{url}: {len(bad)} failed, first: {bad[0]}")
+        ttfts += [t for r in records if (t := ttft_ms(r)) is not None]
+        itls += [g for r in records for g in gaps(r)]
+    return ttfts, itls
+
+
+def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[bytes]]) -> dict[str, str]:
+    fixture = subprocess.Popen(cores.argv(cores.upstream, [sys.executable, str(FIXTURE)]), stdout=subprocess.PIPE)
+    procs.append(fixture)
+    assert fixture.stdout
+    upstream = f"http://127.0.0.1:{int(fixture.stdout.readline())}/schedule"
+    paths = {"direct": upstream}
+    for workers in dict.fromkeys((1, args.workers)):
+        port = free_port()
+        config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
+                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}}  # fmt: skip
+        argv = [sys.executable, "-c", GATEWAY, json.dumps(config), str(workers)]
+        procs.append(subprocess.Popen(cores.argv(cores.proxy, argv), stdout=subprocess.DEVNULL))
+        name = f"servelab gateway x{workers}"
+        paths[name] = f"http://127.0.0.1:{port}"
+        wait_http(paths[name] + "/healthz")
+    if args.litellm != "none" and Path(args.litellm).exists():
+        cfg = Path(tempfile.mkdtemp()) / "litellm.yaml"
+        cfg.write_text(LITELLM.format(api_base=upstream + "/v1"))
+        port = free_port()
+        env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": KEY}
+        argv = [
+            args.litellm,
+            "--config",
+            str(cfg),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            str(args.workers),
+        ]
+        procs.append(subprocess.Popen(cores.argv(cores.proxy, argv), env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))  # fmt: skip
+        paths[f"LiteLLM proxy x{args.workers}"] = f"http://127.0.0.1:{port}"
+        wait_http(paths[f"LiteLLM proxy x{args.workers}"] + "/health/liveliness")
+    else:
+        print(f"no LiteLLM ({args.litellm}): measuring servelab alone", flush=True)
+    return paths
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--streams", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--levels", default="1,64,256")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=6.0, help="steady: seconds per path, level and round")
+    ap.add_argument("--waves", type=int, default=3, help="burst: waves per path, level and round")
+    ap.add_argument("--workers", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 4)))
     ap.add_argument("--litellm", default="/tmp/litellm/bin/litellm")
-    ap.add_argument("--mode", default="both", choices=["burst", "steady", "both"])
-    ap.add_argument("--seconds", type=float, default=6.0, help="steady: seconds per path and round")
+    ap.add_argument("--mode", default="steady", choices=["steady", "burst"])
     args = ap.parse_args()
+    cores = Cores(args.workers)
+    if cores.pinned:
+        os.sched_setaffinity(0, cores.load)
+    print(f"{args.mode}; {cores.describe()}", flush=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        fixture = subprocess.Popen([sys.executable, str(FIXTURE)], stdout=subprocess.PIPE, text=True)
-        procs.append(fixture)  # type: ignore[arg-type]
-        assert fixture.stdout
-        upstream = f"http://127.0.0.1:{int(fixture.stdout.readline())}/schedule"
-        paths = {"direct": upstream}
-        gw_port = free_port()
-        procs.append(start([sys.executable, "-c", GATEWAY, upstream, str(gw_port), KEY]))
-        paths["servelab gateway"] = f"http://127.0.0.1:{gw_port}"
-        wait_http(paths["servelab gateway"] + "/healthz")
-        if Path(args.litellm).exists():
-            cfg = Path(tempfile.mkdtemp()) / "litellm.yaml"
-            cfg.write_text(LITELLM.format(api_base=upstream + "/v1"))
-            ll_port = free_port()
-            env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": KEY}
-            procs.append(start([args.litellm, "--config", str(cfg), "--port", str(ll_port), "--num_workers", "1"], env))
-            paths["LiteLLM proxy"] = f"http://127.0.0.1:{ll_port}"
-            wait_http(paths["LiteLLM proxy"] + "/health/liveliness")
-        else:
-            print(f"no LiteLLM at {args.litellm}: measuring servelab alone", flush=True)
+        paths = start_paths(args, cores, procs)
         for url in paths.values():  # warm every path (connections, imports, first-request work)
-            asyncio.run(one_wave(url, args.streams))
-        for mode in ("burst", "steady") if args.mode == "both" else (args.mode,):
-            ttfts: dict[str, list[float]] = {name: [] for name in paths}
+            asyncio.run(burst(url, 64, 1))
+        for level in (int(x) for x in args.levels.split(",")):
+            got: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in paths}
             for r in range(args.rounds):
                 names = list(paths)
                 for name in names[r % len(names) :] + names[: r % len(names)]:
-                    if mode == "burst":
-                        ttfts[name] += asyncio.run(one_wave(paths[name], args.streams))
+                    if args.mode == "burst":
+                        t, i = asyncio.run(burst(paths[name], level, args.waves))
                     else:
-                        ttfts[name] += asyncio.run(steady(paths[name], args.streams, args.seconds, r))
-            report(ttfts, mode, args.streams, args.rounds)
+                        t, i = asyncio.run(steady(paths[name], level, args.seconds, r))
+                    got[name][0].extend(t)
+                    got[name][1].extend(i)
+            report(got, level, args)
     finally:
         for p in procs:
             p.terminate()
@@ -160,25 +213,26 @@ def main() -> None:
             p.wait(timeout=30)
 
 
-def report(ttfts: dict[str, list[float]], mode: str, streams: int, rounds: int) -> None:
-    base50, base99 = np.percentile(ttfts["direct"], [50, 99])
-    what = "all sent at once, per wave" if mode == "burst" else "closed loop, 4-32 chunks each"
-    print(
-        f"{mode}: {streams} concurrent streams ({what}) x {rounds} rounds, TTFT in ms (fixture: 20 ms to first chunk)"
-    )
-    added: dict[str, tuple[float, float]] = {}
-    for name, values in ttfts.items():
-        p50, p99 = np.percentile(values, [50, 99])
-        line = f"{name:18s} n={len(values):5d}  TTFT p50 {p50:8.3f}  p99 {p99:8.3f}"
+def report(got: dict[str, tuple[list[float], list[float]]], level: int, args: argparse.Namespace) -> None:
+    print(f"\n{level} streams, {args.mode}, {args.rounds} rounds (fixture: 20 ms to the first chunk, 20 ms apart)")
+    base = {k: np.percentile(got["direct"][k], [50, 99]) for k in (0, 1)}
+    added: dict[str, list[float]] = {}
+    for name, (ttfts, itls) in got.items():
+        t50, t99 = np.percentile(ttfts, [50, 99])
+        i50, i99 = np.percentile(itls, [50, 99]) if itls else (float("nan"),) * 2
+        line = f"{name:24s} n={len(ttfts):6d}  TTFT p50 {t50:8.3f} p99 {t99:8.3f}  ITL p50 {i50:7.3f} p99 {i99:7.3f}"
         if name != "direct":
-            added[name] = (p50 - base50, p99 - base99)
-            line += f"   added p50 {p50 - base50:+8.3f}  p99 {p99 - base99:+8.3f}"
+            added[name] = [t50 - base[0][0], t99 - base[0][1], i50 - base[1][0], i99 - base[1][1]]
+            a = added[name]
+            line += f"  | added TTFT p50 {a[0]:+8.3f} p99 {a[1]:+8.3f}  ITL p50 {a[2]:+7.3f} p99 {a[3]:+7.3f}"
         print(line, flush=True)
-    if "LiteLLM proxy" in added and "servelab gateway" in added:
-        ours, theirs = added["servelab gateway"], added["LiteLLM proxy"]
-        for i, q in enumerate(("p50", "p99")):
-            ratio = theirs[i] / ours[i] if ours[i] > 0 else float("inf")
-            print(f"LiteLLM adds / servelab adds at {q}: {ratio:.1f}x", flush=True)
+    theirs = next((v for k, v in added.items() if k.startswith("LiteLLM")), None)
+    for name, ours in added.items():
+        if theirs is None or name.startswith("LiteLLM"):
+            continue
+        ratios = [f"{q} {t / o:.1f}x" if o > 0 else f"{q} inf" for q, o, t in
+                  zip(("TTFT p50", "TTFT p99"), ours[:2], theirs[:2], strict=True)]  # fmt: skip
+        print(f"LiteLLM adds / {name} adds at {level} streams: {', '.join(ratios)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
 import pytest
-import uvicorn
 
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.embedded import EngineState
-from servelab.gateway.app import Gateway, create_app
+from servelab.gateway import Gateway, running
 from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
 from tests.integration.conftest import EXTERNAL_KEY_ENV
 
@@ -44,17 +42,8 @@ def free_port() -> int:
 
 @contextmanager
 def serve(config: GatewayConfig) -> Iterator[tuple[str, Gateway]]:
-    app, gateway = create_app(config)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}", gateway
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with running(config.model_copy(update={"port": 0})) as (url, gateway):
+        yield url, gateway
 
 
 def config(local: str, external: str | None, key_env: str = EXTERNAL_KEY_ENV, **policy: float) -> GatewayConfig:
@@ -141,7 +130,7 @@ def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(
         deadline = time.monotonic() + 5
         while gateway.health.healthy and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not gateway.health.healthy and "ConnectError" in gateway.health.last_error
+        assert not gateway.health.healthy and "cannot connect" in gateway.health.last_error
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.headers["x-servelab-reason"] == "local_unhealthy"
     with serve(config(closed, f"http://127.0.0.1:{free_port()}")) as (url, _), httpx.Client(base_url=url) as http:
@@ -246,6 +235,7 @@ def test_external_errors_leave_local_healthy_and_the_alias_is_rewritten(
     with serve(wrong_key) as (url, gateway), httpx.Client(base_url=url) as http:
         http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)
         reply = http.post("/v1/chat/completions", json=CHAT)
-        assert reply.status_code == 401 and reply.headers["x-servelab-route"] == "external"  # passed on as is
+        assert reply.status_code == 502 and reply.headers["x-servelab-route"] == "external"  # the gateway's key
+        assert reply.json()["error"]["type"] == "upstream_auth_error"  # not the client's authentication error
         time.sleep(0.5)
         assert gateway.health.healthy  # an external 401 says nothing about local

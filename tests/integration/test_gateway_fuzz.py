@@ -14,45 +14,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from servelab.engines.embedded import EngineState
+from tests.fixtures.fuzz_strategies import ANY_JSON, BODY
 from tests.integration.test_gateway import config, serve
-
-JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=20))
-ANY_JSON = st.recursive(
-    JSON_LEAF,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=8,
-)
-CONTENT = st.one_of(
-    st.text(max_size=60),
-    st.integers(),
-    st.none(),
-    st.lists(
-        st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "x"]), "text": st.text(max_size=20)}),
-        max_size=2,
-    ),
-)
-MESSAGE = st.fixed_dictionaries(
-    {"role": st.sampled_from(["user", "system", "assistant", "tool", "nobody", ""]), "content": CONTENT},
-    optional={"name": st.text(max_size=8), "tool_calls": ANY_JSON},
-)
-BODY = st.fixed_dictionaries(
-    {
-        "messages": st.one_of(st.lists(MESSAGE, max_size=3), ANY_JSON),
-        "max_tokens": st.one_of(
-            st.integers(-2, 3), st.text(max_size=4), st.floats(allow_nan=False, allow_infinity=False)
-        ),
-    },
-    optional={
-        "model": st.one_of(st.just("smollm2-135m-instruct"), st.text(max_size=12), st.integers()),
-        "stream": st.one_of(st.booleans(), st.text(max_size=3)),
-        "stream_options": ANY_JSON,
-        "temperature": st.one_of(st.floats(-1, 3), st.text(max_size=3)),
-        "tools": ANY_JSON,
-        "tool_choice": ANY_JSON,
-        "n": st.integers(-1, 2),
-        "prompt": ANY_JSON,
-    },
-)
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,22 @@ def gateway(
     config: Path = typer.Option(..., "--config", help="gateway.toml: upstreams, policy, keys, limits."),
     host: str | None = typer.Option(None, "--host", help="Listen address (overrides the config)."),
     port: int | None = typer.Option(None, "--port", help="Listen port (overrides the config)."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        max=256,
+        help="Worker processes on one port (default: the config's 'workers', else one per two cores, at most 8).",
+    ),
 ) -> None:
     """An OpenAI-compatible proxy that keeps voice safe: long prefills go external while realtime is active."""
-    import uvicorn
-
-    from servelab.gateway.app import create_app
+    from servelab.gateway.run import default_workers, run
 
     settings = load_config(config)
-    app, _ = create_app(settings)
-    listen_host, listen_port = host or settings.host, port or settings.port
-    console().print(f"servelab gateway on http://{listen_host}:{listen_port} (local {settings.local.url})")
-    uvicorn.run(app, host=listen_host, port=listen_port, log_level="info", access_log=False)
+    updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    settings = settings.model_copy(update=updates)
+    count = workers or (settings.workers if "workers" in settings.model_fields_set else default_workers())
+    console().print(
+        f"servelab gateway on http://{settings.host}:{settings.port} (local {settings.local.url}, {count} worker(s))"
+    )
+    run(settings, count)

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from servelab.core.errors import UsageError
 
@@ -40,22 +40,46 @@ class Policy(BaseModel):
 class Keys(BaseModel):
     clients: list[str] = []  # empty: clients need no key
     admin: list[str] = []  # empty: the admin endpoints are refused
+    metrics: list[str] = []  # set: /metrics and /readyz want one of these (or an admin key)
+
+    @field_validator("clients", "admin", "metrics")
+    @classmethod
+    def _no_blank_keys(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            if not key or any(c.isspace() or not c.isprintable() for c in key):
+                raise ValueError("a key may not be empty or hold whitespace or control characters")
+        return keys
+
+
+class Server(BaseModel):
+    """Limits of the gateway's own HTTP server (slow or oversized clients are cut off, not held)."""
+
+    header_timeout_s: float = Field(default=10.0, gt=0.0)  # the whole request head must arrive within this
+    body_timeout_s: float = Field(default=30.0, gt=0.0)  # longest pause between reads of a request body
+    keepalive_s: float = Field(default=75.0, ge=0.0)  # an idle keep-alive connection is closed after this
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    max_headers: int = Field(default=100, ge=8)
+    max_connections: int = Field(default=10_000, ge=1)  # per worker
+    max_json_depth: int = Field(default=64, ge=4, le=200)
 
 
 class State(BaseModel):
-    backend: Literal["memory", "redis"] = "memory"
+    backend: Literal["memory", "host", "redis"] = "memory"  # host: worker processes of one host share a file
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: str = "servelab:gateway:"
+    path: str = ""  # the host store's file (default: /dev/shm/servelab-gateway-PORT.state)
 
 
 class GatewayConfig(BaseModel):
     host: str = "127.0.0.1"
-    port: int = Field(default=8900, ge=1, le=65535)
+    port: int = Field(default=8900, ge=0, le=65535)  # 0: any free port (one process only)
     local: Upstream
     external: Upstream | None = None
     policy: Policy = Field(default_factory=Policy)
     keys: Keys = Field(default_factory=Keys)
     state: State = Field(default_factory=State)
+    server: Server = Field(default_factory=Server)
+    workers: int = Field(default=1, ge=1, le=256)
     max_body_bytes: int = Field(default=16 * 2**20, ge=1024)
     strip_for_external: list[str] = [
         "ignore_eos",

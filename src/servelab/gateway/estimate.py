@@ -3,10 +3,11 @@ local engine's /tokenize) near it; the method is recorded with the figure."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 BYTES_PER_TOKEN = 4.0  # English and code, roughly; only used far from the threshold
 
@@ -30,17 +31,25 @@ def prompt_text(body: dict[str, Any]) -> str:
             elif isinstance(content, list):
                 parts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
             if message.get("tool_calls"):
-                parts.append(json.dumps(message["tool_calls"]))
+                parts.append(orjson.dumps(message["tool_calls"]).decode())
         if body.get("tools"):
-            parts.append(json.dumps(body["tools"]))
+            parts.append(orjson.dumps(body["tools"]).decode())
         return "\n".join(parts)
     prompt = body.get("prompt", "")
-    return prompt if isinstance(prompt, str) else json.dumps(prompt)
+    return prompt if isinstance(prompt, str) else orjson.dumps(prompt).decode()
 
 
 async def estimate(
-    body: dict[str, Any], threshold: int, band: float, exact: Callable[[dict[str, Any]], Awaitable[int | None]]
+    body: dict[str, Any],
+    threshold: int,
+    band: float,
+    exact: Callable[[dict[str, Any]], Awaitable[int | None]],
+    raw_bytes: int | None = None,
 ) -> Estimate:
+    """``raw_bytes`` (the body's size): when even that, as tokens, is well under the threshold, the answer comes
+    without looking into the body (an upper bound, method "bytes")."""
+    if raw_bytes is not None and raw_bytes / BYTES_PER_TOKEN < (1 - band) * threshold:
+        return Estimate(int(raw_bytes / BYTES_PER_TOKEN), "bytes")
     rough = int(len(prompt_text(body).encode()) / BYTES_PER_TOKEN)
     if abs(rough - threshold) > band * threshold:
         return Estimate(rough, "bytes")

@@ -1,28 +1,47 @@
-"""Prometheus metrics in servelab's own namespace, with bounded labels (route, reason, status class)."""
+"""Prometheus metrics in servelab's own namespace, with bounded labels (route, reason, status class). With
+several worker processes (PROMETHEUS_MULTIPROC_DIR set), every worker writes its own files and /metrics adds
+them up; the request counters' label children are cached, so counting a request is a dict look-up."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import os
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        ns = "servelab_gateway"
-        self.requests = Counter(
-            f"{ns}_requests", "Requests by route, reason and status class", ["route", "reason", "status"],
-            registry=self.registry,
-        )  # fmt: skip
-        self.in_flight = Gauge(f"{ns}_in_flight", "Requests in flight by route", ["route"], registry=self.registry)
-        self.failovers = Counter(f"{ns}_failovers", "Failovers before the first byte", ["to"], registry=self.registry)
-        self.tokens = Counter(
-            f"{ns}_usage_tokens", "Tokens reported by upstream usage", ["route", "kind"], registry=self.registry
-        )
-        self.local_prefill = Gauge(
-            f"{ns}_local_prefill_tokens", "Prompt tokens in flight on local before their first byte",
-            registry=self.registry,
-        )  # fmt: skip
-        self.idle_timeouts = Counter(
-            f"{ns}_idle_timeouts", "Streams ended because the upstream went silent", ["route"], registry=self.registry
-        )
-        self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=self.registry)
+        ns, reg = "servelab_gateway", self.registry
+        self.requests = Counter(f"{ns}_requests", "Requests by route, reason and status class",
+                                ["route", "reason", "status"], registry=reg)  # fmt: skip
+        self.in_flight = Gauge(f"{ns}_in_flight", "Requests in flight by route", ["route"], registry=reg,
+                               multiprocess_mode="livesum")  # fmt: skip
+        self.failovers = Counter(f"{ns}_failovers", "Failovers before the first byte", ["to"], registry=reg)
+        self.tokens = Counter(f"{ns}_usage_tokens", "Tokens reported by upstream usage", ["route", "kind"],
+                              registry=reg)  # fmt: skip
+        self.local_prefill = Gauge(f"{ns}_local_prefill_tokens",
+                                   "Prompt tokens in flight on local before their first byte", registry=reg,
+                                   multiprocess_mode="mostrecent")  # fmt: skip
+        self.idle_timeouts = Counter(f"{ns}_idle_timeouts", "Streams ended because the upstream went silent",
+                                     ["route"], registry=reg)  # fmt: skip
+        self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=reg,
+                           multiprocess_mode="mostrecent")  # fmt: skip
+        self._children: dict[tuple[str, str, int], Any] = {}
+
+    def request(self, route: str, reason: str, status: int) -> None:
+        key = (route, reason, status // 100)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.requests.labels(route, reason, f"{status // 100}xx")
+        child.inc()
+
+    def exposition(self) -> bytes:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry)
+        return generate_latest(self.registry)

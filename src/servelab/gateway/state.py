@@ -15,6 +15,8 @@ class Flag:
     off_requested: bool = False  # asked off while still inside its hold time
 
     def set(self, on: bool, now: float, min_hold: float, ttl: float | None = None) -> None:
+        if ttl is not None and not (math.isfinite(ttl) and ttl > 0):
+            raise ValueError(f"a lease's ttl must be a finite number of seconds over 0, not {ttl!r}")
         if on:
             self.until = now + ttl if ttl else None
             self.off_requested = False

@@ -1,15 +1,24 @@
-"""Where the routing flags live: in this process (the default), or in Redis so that several gateway replicas
+"""Where the routing flags live: in this process (the default), in a file shared by the worker processes of
+one host (``host``: no Redis needed on one machine), or in Redis so that gateway replicas on several hosts
 agree on realtime and maintenance and share one in-flight prefill budget. Times are wall-clock seconds so
-that replicas can compare them."""
+that processes can compare them."""
 
 from __future__ import annotations
 
+import fcntl
+import math
+import mmap
+import os
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servelab.gateway.state import Flag
+
+if TYPE_CHECKING:
+    from servelab.gateway.config import GatewayConfig
 
 FLAGS = ("maintenance", "realtime")
 
@@ -46,6 +55,85 @@ class MemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+class HostStore:
+    """The flags and the prefill counter in a small memory-mapped file (under /dev/shm by default), each
+    operation a read-modify-write under an exclusive ``flock``: every worker process of the host sees one
+    state. :func:`reset_host_store` (the parent, before the workers start) clears it."""
+
+    FLAG = struct.Struct("<BBdd")  # on, off_requested, changed_at, until (NaN: no lease)
+    PREFILL = struct.Struct("<q")
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self.fd).st_size < mmap.PAGESIZE:
+            os.ftruncate(self.fd, mmap.PAGESIZE)
+        self.map = mmap.mmap(self.fd, mmap.PAGESIZE)
+
+    def _offset(self, name: str) -> int:
+        return FLAGS.index(name) * self.FLAG.size
+
+    def _read(self, name: str) -> Flag:
+        on, off, changed, until = self.FLAG.unpack_from(self.map, self._offset(name))
+        return Flag(bool(on), changed if changed else -math.inf, None if math.isnan(until) else until, bool(off))
+
+    def _write(self, name: str, flag: Flag) -> None:
+        until = math.nan if flag.until is None else flag.until
+        changed = 0.0 if flag.changed_at == -math.inf else flag.changed_at
+        self.FLAG.pack_into(self.map, self._offset(name), flag.on, flag.off_requested, changed, until)
+
+    def _update(self, name: str, action: Callable[[Flag, float], object]) -> bool:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            flag = self._read(name)
+            action(flag, time.time())
+            self._write(name, flag)
+            return flag.on
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    async def flag(self, name: str, min_hold: float) -> bool:
+        return self._update(name, lambda flag, now: flag.settle(now, min_hold))
+
+    async def set_flag(self, name: str, on: bool, min_hold: float, ttl: float | None = None) -> None:
+        self._update(name, lambda flag, now: flag.set(on, now, min_hold, ttl))
+
+    async def add_prefill(self, tokens: int) -> int:
+        at = len(FLAGS) * self.FLAG.size
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            value = self.PREFILL.unpack_from(self.map, at)[0] + tokens
+            self.PREFILL.pack_into(self.map, at, value)
+            return int(value)
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    async def prefill(self) -> int:
+        return int(self.PREFILL.unpack_from(self.map, len(FLAGS) * self.FLAG.size)[0])
+
+    async def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+
+def host_store_path(config: GatewayConfig) -> str:
+    return config.state.path or f"/dev/shm/servelab-gateway-{config.port}.state"
+
+
+def reset_host_store(path: str) -> None:
+    """A fresh state (no flag on, no prefill in flight) for a gateway that is starting."""
+    with open(path, "wb") as f:
+        f.write(b"\0" * mmap.PAGESIZE)
+    os.chmod(path, 0o600)
+
+
+def make_store(config: GatewayConfig) -> Store:
+    if config.state.backend == "redis":
+        return RedisStore(config.state.redis_url, config.state.prefix)
+    if config.state.backend == "host":
+        return HostStore(host_store_path(config))
+    return MemoryStore()
 
 
 class RedisStore:

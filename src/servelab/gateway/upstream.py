@@ -3,13 +3,12 @@ failure before it can fail over."""
 
 from __future__ import annotations
 
-import copy
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
-from servelab.engines.client import api_base
+from servelab.gateway.body import dumps
+from servelab.gateway.client import HttpClient, UpstreamError, UpstreamResponse
 from servelab.gateway.config import GatewayConfig, Upstream
 
 
@@ -19,14 +18,14 @@ class BeforeFirstByte(Exception):
 
 @dataclass
 class Opened:
-    response: httpx.Response
+    response: UpstreamResponse
     first: bytes  # the first body bytes ("" for an empty body)
-    rest: Any  # the async iterator over the remaining raw bytes
 
 
 def upstream_body(body: dict[str, Any], route: str, config: GatewayConfig) -> dict[str, Any]:
-    """External: engine-only fields stripped, the model alias rewritten. Streams ask for usage either way."""
-    out = copy.deepcopy(body)
+    """External: engine-only fields stripped, the model alias rewritten. Streams ask for usage either way.
+    A shallow copy: the client's body is left as it was."""
+    out = dict(body)
     upstream = config.external if route == "external" else config.local
     if route == "external":
         for name in config.strip_for_external:
@@ -34,35 +33,42 @@ def upstream_body(body: dict[str, Any], route: str, config: GatewayConfig) -> di
     if upstream is not None and upstream.model:
         out["model"] = upstream.model
     if out.get("stream"):
-        options = dict(out.get("stream_options") or {})
-        options["include_usage"] = True
-        out["stream_options"] = options
+        out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
     return out
 
 
-def make_client(upstream: Upstream) -> httpx.AsyncClient:
-    timeout = httpx.Timeout(connect=upstream.connect_timeout_s, read=upstream.read_timeout_s, write=60.0, pool=10.0)
-    headers = {"Authorization": f"Bearer {key}"} if (key := upstream.api_key()) else {}
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-    return httpx.AsyncClient(base_url=api_base(upstream.url), timeout=timeout, headers=headers, limits=limits)
+def encoded_body(raw: bytes, body: dict[str, Any], route: str, config: GatewayConfig) -> bytes:
+    """The bytes to send: the client's own when nothing needs to change (local, not streamed, no alias)."""
+    upstream = config.external if route == "external" else config.local
+    if route == "local" and not body.get("stream") and not (upstream and upstream.model):
+        return raw
+    return dumps(upstream_body(body, route, config))
 
 
-async def open_stream(client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Opened:
+def make_client(upstream: Upstream) -> HttpClient:
+    headers = {"authorization": f"Bearer {key}"} if (key := upstream.api_key()) else {}
+    base = upstream.url.rstrip("/")
+    return HttpClient(base if base.endswith("/v1") else base + "/v1", connect_timeout=upstream.connect_timeout_s,
+                      headers=headers)  # fmt: skip
+
+
+async def open_stream(client: HttpClient, path: str, data: bytes, first_byte_timeout: float) -> Opened:
     """POST and read up to the first body bytes. Connection errors, timeouts and 5xx before then raise
     BeforeFirstByte; a 4xx is the upstream's answer and is passed on."""
-    request = client.build_request("POST", path, json=body)
+    response: UpstreamResponse | None = None
     try:
-        response = await client.send(request, stream=True)
-    except httpx.HTTPError as exc:
-        raise BeforeFirstByte(f"{type(exc).__name__}: {exc}") from exc
-    if response.status_code >= 500:
-        text = (await response.aread())[:300].decode("utf-8", errors="replace")
-        await response.aclose()
-        raise BeforeFirstByte(f"HTTP {response.status_code}: {text}")
-    chunks = response.aiter_bytes()
-    try:
-        first = await anext(chunks, b"")
-    except httpx.HTTPError as exc:
-        await response.aclose()
-        raise BeforeFirstByte(f"{type(exc).__name__} before the first byte: {exc}") from exc
-    return Opened(response, first, chunks)
+        async with asyncio.timeout(first_byte_timeout):
+            response = await client.request("POST", path, data)
+            if response.status >= 500:
+                text = (await response.read_all(64 * 1024))[:300].decode("utf-8", errors="replace")
+                raise BeforeFirstByte(f"HTTP {response.status}: {text}")
+            first = await response.read()
+    except BaseException as exc:
+        if response is not None:
+            response.close()
+        if isinstance(exc, UpstreamError):
+            raise BeforeFirstByte(str(exc)) from exc
+        if isinstance(exc, TimeoutError):
+            raise BeforeFirstByte(f"no first byte within {first_byte_timeout:g} s") from exc
+        raise
+    return Opened(response, first)

@@ -104,7 +104,7 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     path.write_text('[local]\nurl = "http://127.0.0.1:8000"\n[external]\nurl = "https://api.example"\nmodel = "m"\n')
     config = load_config(path)
     assert config.policy.prefill_threshold_tokens == 8000 and config.external is not None
-    assert json.loads(config.model_dump_json())["keys"] == {"clients": [], "admin": []}
+    assert json.loads(config.model_dump_json())["keys"] == {"clients": [], "admin": [], "metrics": []}
 
 
 def test_the_example_config_loads() -> None:

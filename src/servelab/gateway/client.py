@@ -1,0 +1,247 @@
+"""The gateway's upstream client: HTTP/1.1 over asyncio protocols and httptools' response parser, keep-alive
+connections in a last-in-first-out pool per upstream (taking or giving one back is O(1), whatever the pool
+holds), body pieces handed on as each network read brings them.
+
+A pooled connection the server closed meanwhile fails before any response byte; that request is sent once
+more on a fresh connection (nothing of it reached the upstream's handler). Any other failure before the
+response head raises :class:`UpstreamError`; after it, :meth:`UpstreamResponse.read` raises it. Closing a
+response before its end closes the connection, which an OpenAI-compatible engine takes as an abort.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from urllib.parse import urlsplit
+
+import httptools
+
+HIGH_WATER = 1 << 20  # buffered body bytes before the upstream socket is paused
+
+
+class UpstreamError(Exception):
+    """The upstream could not be reached, or broke off; ``before_head`` when no response head had arrived."""
+
+    def __init__(self, message: str, before_head: bool = True) -> None:
+        super().__init__(message)
+        self.before_head = before_head
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.reused = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.head: asyncio.Future[None] = self.loop.create_future()
+        self.fields: list[tuple[bytes, bytes]] = []
+        self.pieces: deque[bytes] = deque()
+        self.buffered = 0
+        self.waiter: asyncio.Future[None] | None = None
+        self.done = False
+        self.keep = False
+        self.error: UpstreamError | None = None
+        self.got_bytes = False
+        self.paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if not self.done:
+            before = not self.head.done()
+            self.error = UpstreamError(f"upstream closed the connection{f': {exc}' if exc else ''}", before)
+            self._wake()
+
+    def data_received(self, data: bytes) -> None:
+        self.got_bytes = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.error = UpstreamError(f"malformed response from upstream: {exc}", not self.head.done())
+            self._wake()
+            self.abort()
+
+    # parser callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        if not self.head.done():
+            self.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(body)
+        self.buffered += len(body)
+        if self.buffered > HIGH_WATER and self.transport and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        if self.waiter and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def on_message_complete(self) -> None:
+        self.done, self.keep = True, self.parser.should_keep_alive()
+        self._wake()
+
+    def _wake(self) -> None:
+        if not self.head.done():
+            if self.error:
+                self.head.set_exception(self.error)
+            else:
+                self.head.set_result(None)
+        if self.waiter and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport:
+            self.transport.close()
+
+
+class UpstreamResponse:
+    def __init__(self, conn: _Conn, client: HttpClient) -> None:
+        self._conn, self._client = conn, client
+        self.status = conn.parser.get_status_code()
+        self.headers = dict(conn.fields)
+        self._released = False
+
+    def header(self, name: bytes) -> str:
+        return self.headers.get(name, b"").decode("latin-1")
+
+    async def read(self) -> bytes:
+        """The next body piece as it arrived; b"" at the end."""
+        conn = self._conn
+        while True:
+            if conn.pieces:
+                piece = conn.pieces.popleft()
+                conn.buffered -= len(piece)
+                if conn.paused and conn.buffered < HIGH_WATER // 2 and conn.transport:
+                    conn.paused = False
+                    conn.transport.resume_reading()
+                return piece
+            if conn.done:
+                self.release()
+                return b""
+            if conn.error:
+                raise UpstreamError(str(conn.error), before_head=False)
+            conn.waiter = conn.loop.create_future()
+            await conn.waiter
+            conn.waiter = None
+
+    async def read_all(self, limit: int = 64 * 2**20) -> bytes:
+        out, size = [], 0
+        while piece := await self.read():
+            size += len(piece)
+            if size > limit:
+                self.close()
+                raise UpstreamError(f"upstream body over {limit} bytes", before_head=False)
+            out.append(piece)
+        return b"".join(out)
+
+    def release(self) -> None:
+        """Give the connection back when the response is complete, else close it (an abort upstream)."""
+        if self._released:
+            return
+        self._released = True
+        conn = self._conn
+        if conn.done and conn.keep and not conn.closed:
+            self._client._put(conn)
+        else:
+            conn.abort()
+
+    close = release
+
+
+class HttpClient:
+    def __init__(
+        self, url: str, *, connect_timeout: float = 5.0, headers: dict[str, str] | None = None, max_idle: int = 512
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base = parts.path.rstrip("/")
+        self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
+        self.connect_timeout, self.max_idle = connect_timeout, max_idle
+        authority = self.host if parts.port is None else f"{self.host}:{self.port}"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._fixed = f"host: {authority}\r\n{extra}".encode("latin-1")
+        self._idle: deque[_Conn] = deque()
+
+    async def request(self, method: str, path: str, body: bytes | None = None, root: bool = False) -> UpstreamResponse:
+        """Send and wait for the response head (the caller bounds the wait). ``path`` is under the upstream's
+        base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize)."""
+        data = self._encode(method, (self.base.removesuffix("/v1") if root else self.base) + path, body)
+        for attempt in range(2):
+            conn = await self._get()
+            conn._reset()
+            assert conn.transport is not None
+            conn.transport.write(data)
+            try:
+                await conn.head
+            except UpstreamError:
+                conn.abort()
+                if attempt == 0 and conn.reused and not conn.got_bytes:
+                    continue  # a pooled connection the server had closed: once more on a fresh one
+                raise
+            except BaseException:
+                conn.abort()
+                raise
+            return UpstreamResponse(conn, self)
+        raise AssertionError("unreachable")
+
+    def _encode(self, method: str, target: str, body: bytes | None) -> bytes:
+        head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed
+        if body is None:
+            return head + b"\r\n"
+        return head + b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+
+    async def _get(self) -> _Conn:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
+                conn.reused = True
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, protocol = await loop.create_connection(
+                    _Conn, self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
+                )
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {type(exc).__name__}: {exc}") from exc
+        protocol.reused = False
+        return protocol
+
+    def _put(self, conn: _Conn) -> None:
+        if len(self._idle) >= self.max_idle:
+            conn.abort()
+            return
+        self._idle.append(conn)
+
+    async def get(self, path: str, timeout: float, root: bool = False) -> tuple[int, bytes]:
+        return await self._whole("GET", path, None, timeout, root)
+
+    async def post(self, path: str, body: bytes, timeout: float, root: bool = False) -> tuple[int, bytes]:
+        return await self._whole("POST", path, body, timeout, root)
+
+    async def _whole(self, method: str, path: str, body: bytes | None, timeout: float, root: bool) -> tuple[int, bytes]:
+        response: UpstreamResponse | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self.request(method, path, body, root)
+                return response.status, await response.read_all()
+        finally:
+            if response is not None:
+                response.close()
+
+    async def aclose(self) -> None:
+        while self._idle:
+            self._idle.pop().abort()

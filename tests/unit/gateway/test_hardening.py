@@ -1,0 +1,212 @@
+"""The gateway against hostile clients and upstreams (tests/fixtures/hostile_peers.py: fixtures, because no real
+engine answers every request with 429 on demand or hangs before its head, and no client library trickles
+headers). Every bad input is a 4xx with a reason, never a 5xx; slow or oversized clients are cut off; keys,
+admin bodies and upstream answers are handled as the config says. The real-engine cases (a hang-up during the
+keep-alive phase of a long prefill) are in tests/integration/test_gateway_hangup.py."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from servelab.core.errors import UsageError
+from servelab.gateway import GatewayConfig, running
+from servelab.gateway.config import Keys, Policy, Server, Upstream, load_config
+from tests.fixtures.hostile_peers import HostileUpstream, hostile_upstream, raw_exchange, slowloris, url
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[HostileUpstream]:
+    with hostile_upstream() as up:
+        yield up
+
+
+def config(local: str, external: str | None = None, **server: float) -> GatewayConfig:
+    return GatewayConfig(
+        port=0,
+        local=Upstream(url=local, health_path="/v1/models", connect_timeout_s=2, read_timeout_s=5),
+        external=Upstream(url=external, connect_timeout_s=2, read_timeout_s=5) if external else None,
+        policy=Policy(health_interval_s=30, keepalive_s=0),
+        keys=Keys(clients=["client-key"], admin=["admin-key"], metrics=["metrics-key"]),
+        server=Server(**server),  # type: ignore[arg-type]
+    )
+
+
+AUTH = {"authorization": "Bearer client-key"}
+HOSTILE_BODIES = {
+    "nested arrays x600": b'{"messages": ' + b"[" * 600 + b"]" * 600 + b"}",
+    "nested arrays x5000": b"[" * 5000 + b"]" * 5000,
+    "nested objects x1000": b'{"a":' * 1000 + b"1" + b"}" * 1000,
+    "nested in a message": b'{"messages": [{"role": "user", "content": ' + b"[" * 300 + b"]" * 300 + b"}]}",
+    "NaN": b'{"model": "m", "temperature": NaN, "messages": []}',
+    "Infinity": b'{"model": "m", "max_tokens": Infinity, "messages": []}',
+    "-Infinity": b'{"model": "m", "top_p": -Infinity, "messages": []}',
+    "1e999": b'{"model": "m", "temperature": 1e999, "messages": []}',
+    "-1e999": b'{"model": "m", "temperature": -1e999, "messages": []}',
+    "lone surrogate in content": b'{"messages": [{"role": "user", "content": "\\ud800"}]}',
+    "lone low surrogate in content": b'{"messages": [{"role": "user", "content": "x\\udfff"}]}',
+    "lone surrogate in the model alias": b'{"model": "\\udbff", "messages": []}',
+    "invalid UTF-8": b'{"model": "\xff\xfe", "messages": []}',
+    "model not a string": b'{"model": ["m"], "messages": []}',
+    "stream not a boolean": b'{"model": "m", "stream": "yes", "messages": []}',
+    "messages not a list": b'{"model": "m", "messages": {"role": "user"}}',
+    "stream_options not an object": b'{"model": "m", "stream_options": 3, "messages": []}',
+    "not an object": b"[1, 2, 3]",
+    "empty": b"",
+    "truncated": b'{"model": "m", "messa',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_BODIES))
+def test_a_hostile_body_is_a_4xx_with_a_reason(upstream: HostileUpstream, name: str) -> None:
+    with running(config(url(upstream, "ok"))) as (base, _):
+        reply = httpx.post(f"{base}/v1/chat/completions", content=HOSTILE_BODIES[name], headers=AUTH, timeout=10)
+    assert reply.status_code == 400, (reply.status_code, reply.text)
+    assert reply.json()["error"]["type"] == "invalid_request_error" and reply.json()["error"]["message"]
+
+
+def test_empty_or_whitespace_keys_are_refused_by_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    for keys in ('clients = [""]', 'admin = ["\\t"]', 'admin = ["ok-key", " "]', 'metrics = ["a b"]'):
+        path.write_text(f'[local]\nurl = "http://127.0.0.1:1"\n[keys]\n{keys}\n')
+        with pytest.raises(UsageError, match="keys"):
+            load_config(path)
+
+
+def test_a_blank_bearer_never_matches(upstream: HostileUpstream) -> None:
+    """Raw requests: a client library would refuse to send some of these header values."""
+    with running(config(url(upstream, "ok"))) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        body = json.dumps(CHAT).encode()
+        for value in (b"Bearer \t", b"Bearer ", b"Bearer", b"bearer  ", b"Basic client-key", b"Bearer client-key2"):
+            for method, path, data in (("POST", "/v1/chat/completions", body), ("GET", "/admin/state", b"")):
+                request = (f"{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {len(data)}\r\n".encode()
+                           + b"authorization: " + value + b"\r\nconnection: close\r\n\r\n" + data)  # fmt: skip
+                assert raw_exchange(port, request).startswith(b"HTTP/1.1 401"), (value, path)
+        assert httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"active": "false"}, {"active": 1}, {"active": None}, {"active": True, "ttl_s": 0},
+     {"active": True, "ttl_s": -5}, {"active": True, "ttl_s": "nan"}, {"active": True, "ttl_s": 10**9},
+     {"active": True, "extra": 1}, {}, [True]],
+)  # fmt: skip
+def test_admin_bodies_are_typed(upstream: HostileUpstream, body: object) -> None:
+    admin = {"authorization": "Bearer admin-key"}
+    with running(config(url(upstream, "ok"))) as (base, _), httpx.Client(base_url=base, timeout=10) as http:
+        reply = http.post("/admin/realtime", json=body, headers=admin)
+        assert reply.status_code == 400, reply.text
+        for raw in (b'{"active": true, "ttl_s": NaN}', b'{"active": true, "ttl_s": Infinity}', b"not json"):
+            assert http.post("/admin/realtime", content=raw, headers=admin).status_code == 400
+        assert http.get("/admin/state", headers=admin).json()["realtime"] is False  # nothing pinned it on
+        assert http.post("/admin/realtime", json={"active": True, "ttl_s": 0.5}, headers=admin).json()["realtime"]
+
+
+def test_an_upstream_429_keeps_its_retry_after(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "busy429"))) as (base, _):
+        reply = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=10)
+    assert reply.status_code == 429 and reply.headers["retry-after"] == "7"
+
+
+def test_the_openai_client_does_not_multiply_upstream_attempts(upstream: HostileUpstream) -> None:
+    """Local and external both fail: the gateway tries each once and says x-should-retry: false, so the
+    official client (2 retries by default) sends one request, not three."""
+    before = dict(upstream.seen)
+    with running(config(url(upstream, "fail500"), url(upstream, "fail500"))) as (base, _):
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key="client-key", max_retries=2)
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 503
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert upstream.seen["fail500"] - before.get("fail500", 0) == 2  # local, then the one failover
+
+
+def test_an_external_401_is_the_gateways_problem_not_the_clients(upstream: HostileUpstream) -> None:
+    """Local is down, the external API refuses the gateway's own key: the client (whose key is good) gets a 502
+    that says so, not an authentication error of its own."""
+    with running(config("http://127.0.0.1:9", url(upstream, "auth401"))) as (base, _):
+        reply = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=10)
+    assert reply.status_code == 502 and reply.json()["error"]["type"] == "upstream_auth_error"
+    assert reply.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("mode", ["garbage", "hang"])
+def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpstream, mode: str) -> None:
+    cfg = config(url(upstream, mode))
+    cfg.local.read_timeout_s = 1
+    with running(cfg) as (base, _):
+        reply = httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=20)
+    assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend", reply.text
+
+
+def test_slowloris_connections_are_cut_off(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"), header_timeout_s=1.5)) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        closed = slowloris(port, connections=50, seconds=4)
+        assert all(closed), f"{closed.count(False)} of 50 slow connections still held"
+        assert httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=10).status_code == 200
+
+
+def test_header_limits(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"))) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        big = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (8 << 20) + b"\r\n\r\n"
+        assert raw_exchange(port, big).startswith(b"HTTP/1.1 431")
+        many = b"GET /healthz HTTP/1.1\r\n" + b"".join(b"x-h%d: v\r\n" % i for i in range(20_000)) + b"\r\n"
+        assert raw_exchange(port, many).startswith(b"HTTP/1.1 431")
+        smuggle = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n"
+                   b"transfer-encoding: chunked\r\n\r\n0\r\n\r\n")  # fmt: skip
+        assert raw_exchange(port, smuggle).startswith(b"HTTP/1.1 400")
+        assert raw_exchange(port, b"\x16\x03\x01 not http\r\n\r\n").startswith(b"HTTP/1.1 400")
+
+
+def test_stalled_bodies_and_idle_connections_are_closed(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"), body_timeout_s=1, keepalive_s=1)) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        start = time.monotonic()
+        stalled = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"
+        assert raw_exchange(port, stalled, timeout=10).startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - start < 5
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            start = time.monotonic()
+            assert sock.recv(65536) == b""  # closed by the server once idle
+            assert time.monotonic() - start < 5
+
+
+def test_no_redirects_and_no_reflected_host(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"))) as (base, _):
+        for path in ("/v1/chat/completions/", "/v1/models/", "/admin", "//evil.example/x"):
+            reply = httpx.post(f"{base}{path}", json=CHAT, headers={**AUTH, "host": "evil.example"}, timeout=10)
+            assert reply.status_code in (404, 405) and "location" not in reply.headers
+            assert "evil.example" not in reply.text and "evil.example" not in str(reply.headers)
+
+
+def test_metrics_and_readyz_want_a_key_once_configured(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"))) as (base, _), httpx.Client(base_url=base, timeout=10) as http:
+        assert http.get("/metrics").status_code == 401 and http.get("/readyz").status_code == 401
+        assert http.get("/metrics", headers={"authorization": "Bearer client-key"}).status_code == 401
+        ok = http.get("/metrics", headers={"authorization": "Bearer metrics-key"})
+        assert ok.status_code == 200 and "servelab_gateway_requests_total" in ok.text
+        assert http.get("/readyz", headers={"authorization": "Bearer admin-key"}).status_code == 200
+        assert http.get("/healthz").status_code == 200
+
+
+def test_a_pooled_connection_is_reused_and_the_count_stays_bounded(upstream: HostileUpstream) -> None:
+    with running(config(url(upstream, "ok"))) as (base, gateway), httpx.Client(base_url=base, timeout=10) as http:
+        for _ in range(50):
+            assert http.post("/v1/chat/completions", json=CHAT, headers=AUTH).status_code == 200
+        assert len(gateway.clients["local"]._idle) == 1  # one connection served all 50 in turn
+        stats = json.loads(httpx.get(f"http://127.0.0.1:{upstream.port}/stats").text)
+        assert stats["ok"] >= 50
