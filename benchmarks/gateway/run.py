@@ -135,6 +135,17 @@ async def burst(url: str, streams: int, waves: int) -> tuple[list[float], list[f
     return ttfts, itls
 
 
+SPIN = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True:\n    pass\n"
+
+
+def keep_awake(cores: Cores) -> list[subprocess.Popen[bytes]]:
+    """One SCHED_IDLE busy loop per pinned core: it runs only when nothing else wants the core, and any woken
+    process preempts it at once, but the core never halts, so no path pays the wake-up of an idle (virtual) CPU.
+    The same for every path; it shows what is the proxy's own work and what is the machine's wake-up."""
+    used = sorted({*cores.load, *cores.upstream, *cores.proxy})
+    return [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", SPIN]) for c in used]
+
+
 def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[bytes]]) -> dict[str, str]:
     fixture = subprocess.Popen(cores.argv(cores.upstream, [sys.executable, str(FIXTURE)]), stdout=subprocess.PIPE)
     procs.append(fixture)
@@ -184,13 +195,16 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 4)))
     ap.add_argument("--litellm", default="/tmp/litellm/bin/litellm")
     ap.add_argument("--mode", default="steady", choices=["steady", "burst"])
+    ap.add_argument("--awake", action="store_true", help="keep every pinned core from idling (see keep_awake)")
     args = ap.parse_args()
     cores = Cores(args.workers)
     if cores.pinned:
         os.sched_setaffinity(0, cores.load)
-    print(f"{args.mode}; {cores.describe()}", flush=True)
+    print(f"{args.mode}; {cores.describe()}{'; cores kept awake' if args.awake else ''}", flush=True)
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        if args.awake:
+            procs += keep_awake(cores)
         paths = start_paths(args, cores, procs)
         for url in paths.values():  # warm every path (connections, imports, first-request work)
             asyncio.run(burst(url, 64, 1))

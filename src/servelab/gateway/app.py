@@ -127,18 +127,23 @@ class Gateway:
         if not routes:
             return self._unavailable(decision, est)
         opening = self._open_first(request.body, body, PATHS[request.path], routes, est.tokens)
-        if not body.get("stream") or policy.keepalive_s <= 0:
+        early = request.early
+        if not body.get("stream") or policy.keepalive_s <= 0 or early is None:
             return await self._answer(await opening, body, decision, est, routes)
-        work = asyncio.ensure_future(opening)
+        # A stream whose upstream stays silent past keepalive_s (a long prefill) starts now with keep-alive
+        # comments; the wait itself is this task's, so a client that leaves cancels the upstream request.
+        headers = self._headers(decision.route, decision, est, failed_over=False)
+        timer = asyncio.get_running_loop().call_later(
+            policy.keepalive_s, early.start, 200, headers, "text/event-stream", KEEPALIVE, policy.keepalive_s
+        )
         try:
-            done, _ = await asyncio.wait({work}, timeout=policy.keepalive_s)
-        except asyncio.CancelledError:  # the client left before the first byte: the upstream request goes too
-            await _cancel(work)
-            raise
-        if not done:
-            headers = self._headers(decision.route, decision, est, failed_over=False)
-            return StreamResponse(200, self._late_events(work, body, decision), headers)
-        return await self._answer(work.result(), body, decision, est, routes)
+            got = await opening
+        finally:
+            timer.cancel()
+            early.stop()
+        if early.started:
+            return StreamResponse(200, self._after_keepalive(got, body, decision))
+        return await self._answer(got, body, decision, est, routes)
 
     async def _answer(
         self, got: tuple[Attempt | None, list[str]], body: dict[str, Any], decision: Decision, est: Estimate,
@@ -185,23 +190,17 @@ class Gateway:
                     await asyncio.shield(self._prefill(-tokens))
         return None, errors
 
-    async def _late_events(
-        self, work: asyncio.Future[tuple[Attempt | None, list[str]]], body: dict[str, Any], decision: Decision
+    async def _after_keepalive(
+        self, got: tuple[Attempt | None, list[str]], body: dict[str, Any], decision: Decision
     ) -> AsyncIterator[bytes]:
-        """A stream whose upstream is still silent (a long prefill): the response has started, with SSE comments
-        every ``keepalive_s`` so the client's read timeout does not fire; what goes wrong is said in band. A
-        client that leaves now cancels the upstream request and frees the prefill budget."""
+        """The rest of a stream that began with keep-alive comments: the status is sent, so what went wrong is
+        said in band."""
+        attempt, errors = got
+        if attempt is None:
+            self._count("none", decision.reason, 503)
+            yield error_event(f"no backend could serve this request: {'; '.join(errors)}", "no_backend")
+            return
         try:
-            yield KEEPALIVE
-            while not work.done():
-                done, _ = await asyncio.wait({work}, timeout=self.config.policy.keepalive_s)
-                if not done:
-                    yield KEEPALIVE
-            attempt, errors = work.result()
-            if attempt is None:
-                self._count("none", decision.reason, 503)
-                yield error_event(f"no backend could serve this request: {'; '.join(errors)}", "no_backend")
-                return
             status = attempt.opened.response.status
             self._count(attempt.route, decision.reason, status)
             if status != 200:
@@ -211,10 +210,7 @@ class Gateway:
             async for out in self._relay(attempt, self._relay_for(attempt, body)):
                 yield out
         finally:
-            if not work.done():
-                await _cancel(work)
-            elif not work.cancelled() and (got := work.result())[0] is not None:
-                got[0].opened.response.close()  # no-op when the relay read it to the end
+            attempt.opened.response.close()  # a no-op when the relay read it to the end
 
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))

@@ -51,6 +51,7 @@ class Request:
     headers: dict[bytes, bytes]  # lower-case names; a repeated field keeps its last value
     body: bytes = b""
     keep_alive: bool = True
+    early: EarlyStart | None = None  # starts a stream before the handler returns (keep-alive comments)
 
     def header(self, name: bytes) -> str:
         return self.headers.get(name, b"").decode("latin-1")
@@ -73,6 +74,42 @@ class StreamResponse:
 
 
 Handler = Callable[[Request], Awaitable[Response | StreamResponse]]
+
+
+def _frame(piece: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(piece), piece)
+
+
+class EarlyStart:
+    """Lets a handler that is still waiting (a long prefill upstream) start its streamed response: the head and a
+    first piece go out now, then the same piece every ``every_s`` until :meth:`stop`; the StreamResponse the
+    handler returns later goes on after them."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.started = conn, False
+        self._ticker: asyncio.TimerHandle | None = None
+
+    def start(
+        self, status: int, headers: list[tuple[str, str]], content_type: str, piece: bytes, every_s: float
+    ) -> None:
+        conn = self.conn
+        if conn.closed or conn.transport is None or self.started:
+            return
+        conn.transport.write(conn._head(status, content_type, headers, "transfer-encoding: chunked") + _frame(piece))
+        self.started = True
+        self._ticker = conn.loop.call_later(every_s, self._tick, piece, every_s)
+
+    def _tick(self, piece: bytes, every_s: float) -> None:
+        conn = self.conn
+        if conn.closed or conn.transport is None:
+            return
+        conn.transport.write(_frame(piece))
+        self._ticker = conn.loop.call_later(every_s, self._tick, piece, every_s)
+
+    def stop(self) -> None:
+        if self._ticker:
+            self._ticker.cancel()
+            self._ticker = None
 
 
 class _Refuse(Exception):
@@ -212,8 +249,10 @@ class Connection(asyncio.Protocol):
         parsed = httptools.parse_url(self.url)
         method = self.parser.get_method().decode("ascii", errors="replace")
         keep = self.parser.should_keep_alive()
-        self.queue.append(Request(method, parsed.path.decode("latin-1"), parsed.query or b"", dict(self.fields),
-                                  b"".join(self.body), keep))  # fmt: skip
+        request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", dict(self.fields),
+                          b"".join(self.body), keep)  # fmt: skip
+        request.early = EarlyStart(self)
+        self.queue.append(request)
         self.deadline_kind = "busy"
         if self.timer:
             self.timer.cancel()
@@ -234,8 +273,13 @@ class Connection(asyncio.Protocol):
                 return
             except Exception:  # a handler bug: a 500 for this request, the server goes on
                 response = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
+            early = request.early
+            if early is not None:
+                early.stop()
             if isinstance(response, StreamResponse):
-                keep = await self._stream(response) and keep
+                keep = await self._stream(response, head_sent=bool(early and early.started)) and keep
+            elif early is not None and early.started:  # a stream already begun can only end: close it
+                keep = False
             else:
                 self._write_whole(response, keep)
             if not keep:
@@ -258,22 +302,28 @@ class Connection(asyncio.Protocol):
             self.transport.write(self._head(response.status, response.content_type, response.headers, framing)
                                  + response.body)  # fmt: skip
 
-    async def _stream(self, response: StreamResponse) -> bool:
-        """Chunked, one write per piece; False when the connection cannot be reused."""
+    async def _stream(self, response: StreamResponse, head_sent: bool = False) -> bool:
+        """Chunked, one write per piece (the head goes out with the first, unless it went early); False when
+        the connection cannot be reused."""
         assert self.transport is not None
-        head = self._head(response.status, response.content_type, response.headers, "transfer-encoding: chunked")
-        self.transport.write(head)
+        head: bytes | None = (
+            None
+            if head_sent
+            else self._head(response.status, response.content_type, response.headers, "transfer-encoding: chunked")
+        )
         chunks = response.chunks
         try:
             async for piece in chunks:
                 if self.closed:
                     return False
                 if piece:
-                    self.transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+                    framed = _frame(piece)
+                    self.transport.write(head + framed if head else framed)
+                    head = None
                     if self._drain is not None:
                         await self._drain
             if not self.closed:
-                self.transport.write(b"0\r\n\r\n")
+                self.transport.write((head or b"") + b"0\r\n\r\n")
             return not self.closed
         finally:
             closer = getattr(chunks, "aclose", None)
