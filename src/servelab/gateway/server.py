@@ -51,6 +51,7 @@ class Request:
     headers: dict[bytes, bytes]  # lower-case names; a repeated field keeps its last value
     body: bytes = b""
     keep_alive: bool = True
+    http10: bool = False  # an HTTP/1.0 client: no chunked encoding, the connection closes after the answer
     early: EarlyStart | None = None  # starts a stream before the handler returns (keep-alive comments)
 
     def header(self, name: bytes) -> str:
@@ -233,9 +234,12 @@ class Connection(asyncio.Protocol):
         names = [n for n, _ in self.fields]
         if (b"transfer-encoding" in names and b"content-length" in names) or names.count(b"content-length") > 1:
             raise _Refuse(400, "ambiguous request framing (Content-Length with Transfer-Encoding, or twice)")
-        declared = dict(self.fields).get(b"content-length", b"0")
+        fields = dict(self.fields)
+        declared = fields.get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
             raise _Refuse(413, f"request body over {self.limits.max_body_bytes} bytes")
+        if fields.get(b"expect", b"").lower() == b"100-continue" and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second for this otherwise
         self.deadline_kind, self.mark = "body", self.loop.time()
         self._arm()
 
@@ -250,7 +254,7 @@ class Connection(asyncio.Protocol):
         method = self.parser.get_method().decode("ascii", errors="replace")
         keep = self.parser.should_keep_alive()
         request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", dict(self.fields),
-                          b"".join(self.body), keep)  # fmt: skip
+                          b"".join(self.body), keep, self.parser.get_http_version() == "1.0")  # fmt: skip
         request.early = EarlyStart(self)
         self.queue.append(request)
         self.deadline_kind = "busy"
@@ -276,7 +280,10 @@ class Connection(asyncio.Protocol):
             early = request.early
             if early is not None:
                 early.stop()
-            if isinstance(response, StreamResponse):
+            if isinstance(response, StreamResponse) and request.http10:
+                await self._stream_plain(response)
+                keep = False
+            elif isinstance(response, StreamResponse):
                 keep = await self._stream(response, head_sent=bool(early and early.started)) and keep
             elif early is not None and early.started:  # a stream already begun can only end: close it
                 keep = False
@@ -327,6 +334,23 @@ class Connection(asyncio.Protocol):
             return not self.closed
         finally:
             closer = getattr(chunks, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+
+    async def _stream_plain(self, response: StreamResponse) -> None:
+        """For an HTTP/1.0 client: the pieces as they are, the end of the body is the connection's close."""
+        assert self.transport is not None
+        self.transport.write(self._head(response.status, response.content_type, response.headers, "connection: close"))
+        try:
+            async for piece in response.chunks:
+                if self.closed:
+                    return
+                self.transport.write(piece)
+                if self._drain is not None:
+                    await self._drain
+        finally:
+            closer = getattr(response.chunks, "aclose", None)
             if closer is not None:
                 with contextlib.suppress(Exception):
                     await closer()

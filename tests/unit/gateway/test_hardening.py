@@ -152,8 +152,8 @@ def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpst
 def test_slowloris_connections_are_cut_off(upstream: HostileUpstream) -> None:
     with running(config(url(upstream, "ok"), header_timeout_s=1.5)) as (base, _):
         port = int(base.rsplit(":", 1)[1])
-        closed = slowloris(port, connections=50, seconds=4)
-        assert all(closed), f"{closed.count(False)} of 50 slow connections still held"
+        closed = slowloris(port, connections=200, seconds=4)
+        assert all(closed), f"{closed.count(False)} of 200 slow connections still held"
         assert httpx.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=10).status_code == 200
 
 
@@ -210,3 +210,26 @@ def test_a_pooled_connection_is_reused_and_the_count_stays_bounded(upstream: Hos
         assert len(gateway.clients["local"]._idle) == 1  # one connection served all 50 in turn
         stats = json.loads(httpx.get(f"http://127.0.0.1:{upstream.port}/stats").text)
         assert stats["ok"] >= 50
+
+
+def test_expect_100_continue_and_an_http10_client(upstream: HostileUpstream) -> None:
+    """curl sends `Expect: 100-continue` for larger bodies and waits for the interim answer; an HTTP/1.0 client
+    cannot read chunked encoding, so its stream ends with the connection."""
+    with running(config(url(upstream, "ok"))) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        body = json.dumps(CHAT).encode()
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer client-key\r\n"
+                b"expect: 100-continue\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))  # fmt: skip
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(head)
+            assert sock.recv(1024).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+            sock.sendall(body)
+            reply = b""
+            while piece := sock.recv(65536):
+                reply += piece
+        assert reply.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in reply
+        old = (b"POST /v1/chat/completions HTTP/1.0\r\nauthorization: Bearer client-key\r\n"
+               b"content-length: %d\r\n\r\n" % len(body)) + body  # fmt: skip
+        reply = raw_exchange(port, old)
+        assert reply.startswith(b"HTTP/1.1 200") and b"transfer-encoding" not in reply.lower()
+        assert reply.rstrip().endswith(b"data: [DONE]")
