@@ -187,7 +187,7 @@ class Gateway:
                 errors.append(f"{route}: {exc}")
             finally:
                 if route == LOCAL:
-                    await asyncio.shield(self._prefill(-tokens))
+                    await self._release(tokens)
         return None, errors
 
     async def _after_keepalive(
@@ -214,6 +214,14 @@ class Gateway:
 
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
+
+    async def _release(self, tokens: int) -> None:
+        """Give prefill tokens back, even when this task is being cancelled: an in-process store never suspends
+        (so nothing can interrupt it, and no loop turn is spent); Redis is shielded."""
+        if getattr(self.store, "in_process", False):
+            await self._prefill(-tokens)
+        else:
+            await asyncio.shield(self._prefill(-tokens))
 
     def _relay_for(self, attempt: Attempt, body: dict[str, Any]) -> EventRelay:
         asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))

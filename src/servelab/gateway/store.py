@@ -36,6 +36,8 @@ class Store(Protocol):
 
 
 class MemoryStore:
+    in_process = True  # its coroutines never suspend
+
     def __init__(self) -> None:
         self.flags = {name: Flag() for name in FLAGS}
         self.prefill_tokens = 0
@@ -62,6 +64,7 @@ class HostStore:
     operation a read-modify-write under an exclusive ``flock``: every worker process of the host sees one
     state. :func:`reset_host_store` (the parent, before the workers start) clears it."""
 
+    in_process = True  # its coroutines never suspend (flock is held for microseconds)
     FLAG = struct.Struct("<BBdd")  # on, off_requested, changed_at, until (NaN: no lease)
     PREFILL = struct.Struct("<q")
 
