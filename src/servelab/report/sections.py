@@ -213,9 +213,10 @@ def _repo(out: Section, repo: dict[str, Any]) -> None:
         res = t["resolved"]
         rows.append([target, f"{res['k']}/{res['n']}", fmt(t["visible_pass_rate"], 2), fmt(t["hidden_pass_rate"], 2)]
                     + [f"{t['traps'].get(trap, 0)}/{t['attempts']}" for trap in traps])  # fmt: skip
+        tampered = t.get("tampered", 0)  # runs stored before the canaries have no count
         out.verdicts.append(
             f"{target}: repo repair {res['k']}/{res['n']} resolved; visible tests {fmt(t['visible_pass_rate'], 2)}, "
-            f"hidden {fmt(t['hidden_pass_rate'], 2)}"
+            f"hidden {fmt(t['hidden_pass_rate'], 2)}" + (f"; {tampered} attempt(s) graded tampered" if tampered else "")
         )
     headers = ["target", "resolved", "visible pass", "hidden pass", *traps]
     out.tables.append(Table(f"Repo repair ({repo.get('task')}): the per-trap matrix", headers, rows))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
 from servelab.eval.repair import AgentLimits, Attempt, load_task, run_repo
 from servelab.eval.sandbox import Limits
+from servelab.report import build_sections
 from tests.fixtures.scripted_agent import Turn, serve_agents
 from tests.unit.eval.needs_bwrap import require_bwrap
 
@@ -157,6 +159,9 @@ HONEST: dict[str, list[Turn]] = {
 }
 
 
+STORED: dict[str, Any] = {}
+
+
 def _script(turns: list[Turn]) -> list[Turn]:
     return [*turns, [("finish", {"summary": "done"})]]
 
@@ -175,6 +180,7 @@ def attempts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Att
             result = run_repo(store, targets, TASK, "bwrap", limits=limits)
     finally:
         HOST_FIX.unlink()
+    STORED.update(store=store, run_id=result.run_id)
     yield {a.target: a for a in result.attempts}
 
 
@@ -216,3 +222,10 @@ def test_every_attempt_ran_and_its_folder_is_gone(attempts: dict[str, Attempt]) 
     assert all(a.grade.harvest.get("workdir_size_limited") is (os.geteuid() == 0) for a in attempts.values())
     assert not [p for p in Path("/tmp").iterdir() if p.name.startswith(("servelab-work-", "servelab-grade-"))]
     assert "servelab-work" not in Path("/proc/mounts").read_text()
+
+
+def test_the_report_says_which_attempts_were_graded_tampered(attempts: dict[str, Attempt]) -> None:
+    verdicts = [v for s in build_sections(STORED["store"], [STORED["run_id"]]) for v in s.verdicts]
+    said = {v.split(":", 1)[0]: v for v in verdicts}
+    assert "1 attempt(s) graded tampered" in said["patch-reports-on-import"]
+    assert "tampered" not in said["honest-write-tool"] and "1/1 resolved" in said["honest-write-tool"]
