@@ -7,12 +7,18 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servelab.core.errors import UsageError
 
 
-class Upstream(BaseModel):
+class _Finite(BaseModel):
+    """Every number finite: an infinite timeout or lease in the config is refused, not taken."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+class Upstream(_Finite):
     url: str  # http://host:port (with or without /v1)
     model: str | None = None  # the external API's model name: the client's alias is rewritten to it
     api_key_env: str | None = None  # the environment variable holding its key
@@ -24,7 +30,7 @@ class Upstream(BaseModel):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
-class Policy(BaseModel):
+class Policy(_Finite):
     prefill_threshold_tokens: int = Field(default=8000, ge=1)  # prompts over this go external (the cost gate)
     realtime_prefill_budget_tokens: int = Field(default=16000, ge=0)  # in-flight local prefill allowed while realtime
     exact_band: float = Field(default=0.25, ge=0.0)  # estimates within this share of the threshold are counted exactly
@@ -51,7 +57,7 @@ class Keys(BaseModel):
         return keys
 
 
-class Server(BaseModel):
+class Server(_Finite):
     """Limits of the gateway's own HTTP server (slow or oversized clients are cut off, not held)."""
 
     header_timeout_s: float = Field(default=10.0, gt=0.0)  # the whole request head must arrive within this
@@ -70,7 +76,7 @@ class State(BaseModel):
     path: str = ""  # the host store's file (default: /dev/shm/servelab-gateway-PORT.state)
 
 
-class GatewayConfig(BaseModel):
+class GatewayConfig(_Finite):
     host: str = "127.0.0.1"
     port: int = Field(default=8900, ge=0, le=65535)  # 0: any free port (one process only)
     local: Upstream

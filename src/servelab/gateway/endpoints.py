@@ -3,8 +3,6 @@ redirects and nothing of the request echoed back (the Host header included)."""
 
 from __future__ import annotations
 
-import math
-
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
@@ -79,9 +77,7 @@ class Router:
                 return error(400, f'{where}: {first["msg"]} (send {{"active": true|false}}, realtime: "ttl_s" too)',
                              "invalid_request_error")  # fmt: skip
             policy = self.gateway.config.policy
-            ttl = (body.ttl_s or policy.realtime_ttl_s) if flag == "realtime" else None
-            if ttl is not None and not math.isfinite(ttl):
-                return error(400, "ttl_s must be finite", "invalid_request_error")
+            ttl = (body.ttl_s or policy.realtime_ttl_s) if flag == "realtime" else None  # both finite, over 0
             await self.gateway.store.set_flag(flag, body.active, policy.min_hold_s, ttl)
         return Response(200, orjson.dumps(await self.snapshot()))
 

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.engines.client import api_base
 from servelab.gateway.body import dumps
 from servelab.gateway.client import HttpClient, UpstreamError, UpstreamResponse
 from servelab.gateway.config import GatewayConfig, Upstream
@@ -47,9 +48,7 @@ def encoded_body(raw: bytes, body: dict[str, Any], route: str, config: GatewayCo
 
 def make_client(upstream: Upstream) -> HttpClient:
     headers = {"authorization": f"Bearer {key}"} if (key := upstream.api_key()) else {}
-    base = upstream.url.rstrip("/")
-    return HttpClient(base if base.endswith("/v1") else base + "/v1", connect_timeout=upstream.connect_timeout_s,
-                      headers=headers)  # fmt: skip
+    return HttpClient(api_base(upstream.url), connect_timeout=upstream.connect_timeout_s, headers=headers)
 
 
 async def open_stream(client: HttpClient, path: str, data: bytes, first_byte_timeout: float) -> Opened:

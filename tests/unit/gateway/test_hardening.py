@@ -82,6 +82,16 @@ def test_empty_or_whitespace_keys_are_refused_by_the_config(tmp_path: Path) -> N
             load_config(path)
 
 
+def test_infinite_or_nan_numbers_in_the_config_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "g.toml"
+    for line in ("[policy]\nrealtime_ttl_s = inf", "[policy]\nidle_timeout_s = nan", "[server]\nheader_timeout_s = inf",
+                 "[local]\nurl = \"http://127.0.0.1:1\"\nread_timeout_s = inf"):  # fmt: skip
+        local = "" if line.startswith("[local]") else '[local]\nurl = "http://127.0.0.1:1"\n'
+        path.write_text(local + line + "\n")
+        with pytest.raises(UsageError, match="finite"):
+            load_config(path)
+
+
 def test_a_blank_bearer_never_matches(upstream: HostileUpstream) -> None:
     """Raw requests: a client library would refuse to send some of these header values."""
     with running(config(url(upstream, "ok"))) as (base, _):
