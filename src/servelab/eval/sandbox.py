@@ -166,6 +166,16 @@ def pytest_lib() -> Path:
     return lib
 
 
+def seen_as(work: Path, kind: str) -> str:
+    """Where the code inside the sandbox finds ``work``: /tmp/sandbox under bwrap, the folder itself otherwise."""
+    return INSIDE if kind == "bwrap" else str(work)
+
+
+def library(kind: str) -> str:
+    """Where the code inside the sandbox finds the pytest library and servelab's grading runner."""
+    return PYLIB if kind == "bwrap" else str(pytest_lib())
+
+
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 
 
@@ -237,7 +247,7 @@ def run(
     if argv and argv[0] == "python":
         argv = [python(), *argv[1:]]
     pipe = os.pipe() if report_bytes else None
-    environ = {**SAFE_ENV, "PYTHONPATH": PYLIB if kind == "bwrap" else str(pytest_lib()), **(env or {})}
+    environ = {**SAFE_ENV, "PYTHONPATH": library(kind), **(env or {})}
     environ["HOME"] = "/tmp" if kind == "bwrap" else "/nonexistent"
     if pipe:
         environ["SERVELAB_REPORT_FD"] = str(pipe[1])

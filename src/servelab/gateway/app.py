@@ -336,13 +336,6 @@ def _passed_on(upstream: dict[bytes, bytes]) -> Headers:
     return [(name.decode(), upstream[name].decode("latin-1")) for name in (b"retry-after",) if name in upstream]
 
 
-async def _cancel(work: asyncio.Future[Any]) -> None:
-    """Cancel the upstream attempt and wait until it has let go (its connection closed: vLLM aborts)."""
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await work
-
-
 def bearer(request: Request) -> str | None:
     value = request.header(b"authorization")
     return value[7:].strip() if value[:7].lower() == "bearer " else None

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httptools
+import orjson
 
 REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Payload Too Large",
@@ -333,10 +334,7 @@ class Connection(asyncio.Protocol):
                 self.transport.write((head or b"") + b"0\r\n\r\n")
             return not self.closed
         finally:
-            closer = getattr(chunks, "aclose", None)
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    await closer()
+            await _close_chunks(chunks)
 
     async def _stream_plain(self, response: StreamResponse) -> None:
         """For an HTTP/1.0 client: the pieces as they are, the end of the body is the connection's close."""
@@ -350,14 +348,11 @@ class Connection(asyncio.Protocol):
                 if self._drain is not None:
                     await self._drain
         finally:
-            closer = getattr(response.chunks, "aclose", None)
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    await closer()
+            await _close_chunks(response.chunks)
 
     def _refuse(self, status: int, message: str) -> None:
         if self.transport and not self.closed and (self.task is None or self.task.done()):
-            body = b'{"error": {"message": "%b", "type": "invalid_request_error"}}' % message.encode()
+            body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
             self._write_whole(Response(status, body), keep=False)
         self._close()
 
@@ -365,6 +360,14 @@ class Connection(asyncio.Protocol):
         if self.transport and not self.closed:
             self.transport.close()
         self.closed = True
+
+
+async def _close_chunks(chunks: AsyncIterator[bytes]) -> None:
+    """End the handler's generator (its cleanup runs: the upstream request is let go)."""
+    closer = getattr(chunks, "aclose", None)
+    if closer is not None:
+        with contextlib.suppress(Exception):
+            await closer()
 
 
 class Listener:

@@ -15,13 +15,13 @@ import sys
 import tarfile
 from typing import IO, Any
 
-NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]{0,127}", re.ASCII)
 KEPT_DROPS = 200
 
 
 class Walk:
     def __init__(self, root: str, rules: dict[str, Any], out: IO[bytes]) -> None:
         self.root, self.rules = root, rules
+        self.name = re.compile(rules["name_pattern"], re.ASCII)  # the one pattern, servelab's (harvest.NAME)
         self.tar = tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT)  # noqa: SIM115
         self.files = self.bytes = self.entries = 0
         self.dropped: list[dict[str, str]] = []
@@ -42,7 +42,7 @@ class Walk:
         name = rel.rsplit("/", 1)[-1]
         if name.startswith("."):
             return self.drop(rel, "dotfile")
-        if not NAME.fullmatch(name):
+        if not self.name.fullmatch(name):
             return self.drop(rel, "odd name")
         path = os.path.join(self.root, rel)
         try:

@@ -23,7 +23,7 @@ from typing import Any
 from servelab.eval.repair.harvest import Harvest, harvest, write_tree
 from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import remove_tree
-from servelab.eval.sandbox import INSIDE, PYLIB, Limits, pytest_lib, run
+from servelab.eval.sandbox import Limits, fresh_copy, library, run, seen_as
 
 REPORT_BYTES = 4 << 20
 
@@ -129,8 +129,7 @@ def grade_workdir(task: Task, workdir: Path, kind: str, limits: Limits | None = 
     tree, canaries = build_tree(task, taken)
     basetemp = None if kind == "bwrap" else Path(tempfile.mkdtemp(prefix="servelab-basetemp-"))
     try:
-        root = INSIDE if kind == "bwrap" else str(tree)
-        lib = PYLIB if kind == "bwrap" else str(pytest_lib())
+        root, lib = seen_as(tree, kind), library(kind)
         ini = f"{root}/pytest.ini" if (task.repo / "pytest.ini").is_file() else f"{lib}/servelab-grade.ini"
         runner = f"{lib}/servelab_grade_runner.py"
         result = run(["python", "-I", "-B", runner, root, ini, f"{root}/{task.tests_dir}",
@@ -214,8 +213,6 @@ def _passed(phases: dict[str, dict[str, str]], node: str) -> bool:
 def self_check(task: Task, kind: str, runs: int = 5) -> list[str]:
     """The task's own check: the broken repo fails exactly ``broken_fails``; the reference passes every test
     ``runs`` times in a row. Returns the problems found (empty: the task is sound)."""
-    from servelab.eval.sandbox import fresh_copy
-
     problems = []
     broken_copy = fresh_copy(task.repo)
     try:

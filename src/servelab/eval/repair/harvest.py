@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.eval.sandbox import INSIDE, Limits, run
+from servelab.eval.sandbox import Limits, run, seen_as
 
 CHILD = (Path(__file__).parent / "_harvest_child.py").read_text()
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]{0,127}", re.ASCII)
@@ -39,7 +39,7 @@ class HarvestRules:
 
     def to_json(self, original: Sequence[str] = ()) -> str:
         values = {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
-        return json.dumps({**values, "original": list(original)})
+        return json.dumps({**values, "original": list(original), "name_pattern": NAME.pattern})
 
 
 @dataclass
@@ -58,7 +58,7 @@ def harvest(workdir: Path, rules: HarvestRules, kind: str, original: Sequence[st
     """The editable files of ``workdir`` as the sandbox user sees them, read-only. Top-level names that are
     neither editable nor in ``original`` (the task's own top level) are listed as dropped."""
     cap = rules.max_total_bytes + rules.max_files * 3 * 512 + (1 << 20)
-    argv = ["python", "-I", "-B", "-c", CHILD, _inside(workdir, kind), rules.to_json(original)]
+    argv = ["python", "-I", "-B", "-c", CHILD, seen_as(workdir, kind), rules.to_json(original)]
     limits = Limits(timeout_s=60, output_bytes=cap, memory_mb=1024)
     result = run(argv, workdir, kind=kind, limits=limits, read_only=True)
     out = Harvest()
@@ -72,10 +72,6 @@ def harvest(workdir: Path, rules: HarvestRules, kind: str, original: Sequence[st
         out.counts[report["stopped"]] = 1
     _untar(result.raw_stdout, rules, out)
     return out
-
-
-def _inside(workdir: Path, kind: str) -> str:
-    return INSIDE if kind == "bwrap" else str(workdir)
 
 
 def _last_json(text: str) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from servelab.eval.sandbox import INSIDE, NOBODY, Limits, SandboxResult, give_to_sandbox, run
+from servelab.eval.sandbox import NOBODY, Limits, SandboxResult, give_to_sandbox, run, seen_as
 
 OUTPUT_LIMIT = 4000  # characters of tool output shown to the model
 WRITE_LIMIT = 1 << 20  # bytes one write_file may write
@@ -120,7 +120,7 @@ class Workspace:
 
     def _tool(self, script: str, relative: str, *args: str, stdin: bytes | None = None) -> SandboxResult:
         path = _inside_path(relative)
-        where = f"{INSIDE}/{path}" if self.kind == "bwrap" else str(self.root / path)
+        where = f"{seen_as(self.root, self.kind)}/{path}"
         limits = Limits(timeout_s=20, output_bytes=OUTPUT_LIMIT * 4 + 1024, tmp_mb=16)
         return run(["python", "-I", "-c", script, where, *args], self.root, kind=self.kind, limits=limits,
                    stdin=stdin)  # fmt: skip
