@@ -11,7 +11,8 @@ generator, the upstream and the proxies are pinned to separate cores (taskset / 
 Added = the path's percentile minus direct's. Ratios printed: LiteLLM's added over servelab's.
 
 usage: python benchmarks/gateway/run.py [--levels 1,64,256] [--rounds 3] [--seconds 6] [--workers N]
-       [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst]
+       [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst] [--tokens 4,32] [--relay]
+       [--busy-poll US] [--awake]
 """
 
 from __future__ import annotations
@@ -45,6 +46,34 @@ GATEWAY = """
 import json, sys
 from servelab.gateway import GatewayConfig, run
 run(GatewayConfig.model_validate_json(sys.argv[1]), int(sys.argv[2]))
+"""
+RELAY = """
+import asyncio, sys
+import uvloop
+
+class Up(asyncio.Protocol):
+    def __init__(self, down): self.down = down
+    def connection_made(self, t): self.t = t
+    def data_received(self, d): self.down.write(d)
+    def connection_lost(self, e): self.down.close()
+
+class Down(asyncio.Protocol):
+    def connection_made(self, t):
+        self.t, self.buf, self.up = t, [], None
+        asyncio.ensure_future(self.open())
+    async def open(self):
+        loop = asyncio.get_running_loop()
+        _, self.up = await loop.create_connection(lambda: Up(self.t), sys.argv[1], int(sys.argv[2]))
+        for b in self.buf: self.up.t.write(b)
+    def data_received(self, d):
+        self.buf.append(d) if self.up is None else self.up.t.write(d)
+    def connection_lost(self, e):
+        if self.up: self.up.t.close()
+
+async def main():
+    server = await asyncio.get_running_loop().create_server(Down, "127.0.0.1", int(sys.argv[3]), backlog=4096)
+    await server.serve_forever()
+uvloop.run(main())
 """
 LITELLM = """model_list:
   - model_name: fixture
@@ -101,7 +130,9 @@ def gaps(record: RequestRecord) -> list[float]:
     return [(b - a) / 1e6 for a, b in itertools.pairwise(times)]
 
 
-async def steady(url: str, streams: int, seconds: float, seed: int) -> tuple[list[float], list[float]]:
+async def steady(
+    url: str, streams: int, seconds: float, seed: int, tokens: tuple[int, int] = (4, 32)
+) -> tuple[list[float], list[float]]:
     """``streams`` clients in a closed loop for ``seconds``; TTFTs and ITLs of requests after the first second."""
     client = StreamClient(url, options=ClientOptions(include_usage=False, api_key=KEY))
     rng = random.Random(seed)
@@ -111,7 +142,7 @@ async def steady(url: str, streams: int, seconds: float, seed: int) -> tuple[lis
 
     async def worker() -> None:
         while time.monotonic() - start < seconds:
-            record = await client.send("chat", dict(BODY, max_tokens=rng.randint(4, 32)))
+            record = await client.send("chat", dict(BODY, max_tokens=rng.randint(*tokens)))
             if record.error:
                 raise SystemExit(f"{url}: {record.error_detail}")
             if (t := ttft_ms(record)) is not None and time.monotonic() - start > 1.0:
@@ -152,13 +183,21 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
     assert fixture.stdout
     upstream = f"http://127.0.0.1:{int(fixture.stdout.readline())}/schedule"
     paths = {"direct": upstream}
-    for workers in dict.fromkeys((1, args.workers)):
+    if args.relay:  # the floor: bytes passed on as read, one upstream connection per client connection
+        port = free_port()
+        argv = [sys.executable, "-c", RELAY, "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
+        paths["bare TCP relay (uvloop)"] = f"http://127.0.0.1:{port}/schedule"
+        wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
+    polls = [0, args.busy_poll] if args.busy_poll else [0]
+    for workers, poll in itertools.product(dict.fromkeys((1, args.workers)), polls):
         port = free_port()
         config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
-                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}}  # fmt: skip
+                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]},
+                  "server": {"busy_poll_us": poll}}  # fmt: skip
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), str(workers)]
-        procs.append(subprocess.Popen(cores.argv(cores.proxy, argv), stdout=subprocess.DEVNULL))
-        name = f"servelab gateway x{workers}"
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:workers], argv), stdout=subprocess.DEVNULL))
+        name = f"servelab gateway x{workers}" + (" busy-poll" if poll else "")
         paths[name] = f"http://127.0.0.1:{port}"
         wait_http(paths[name] + "/healthz")
     if args.litellm != "none" and Path(args.litellm).exists():
@@ -195,9 +234,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=max(1, min(4, (os.cpu_count() or 2) // 4)))
     ap.add_argument("--litellm", default="/tmp/litellm/bin/litellm")
     ap.add_argument("--mode", default="steady", choices=["steady", "burst"])
+    ap.add_argument("--tokens", default="4,32", help="steady: chunks a request, drawn from LO,HI")
+    ap.add_argument("--busy-poll", type=int, default=0, help="also measure the gateway with [server] busy_poll_us")
+    ap.add_argument("--relay", action="store_true", help="also measure a bare TCP relay (the floor for a proxy)")
     ap.add_argument("--awake", action="store_true", help="keep every pinned core from idling (see keep_awake)")
     args = ap.parse_args()
     cores = Cores(args.workers)
+    lo, hi = (int(x) for x in args.tokens.split(","))
+    tokens = (lo, hi)
     if cores.pinned:
         os.sched_setaffinity(0, cores.load)
     print(f"{args.mode}; {cores.describe()}{'; cores kept awake' if args.awake else ''}", flush=True)
@@ -216,7 +260,7 @@ def main() -> None:
                     if args.mode == "burst":
                         t, i = asyncio.run(burst(paths[name], level, args.waves))
                     else:
-                        t, i = asyncio.run(steady(paths[name], level, args.seconds, r))
+                        t, i = asyncio.run(steady(paths[name], level, args.seconds, r, tokens))
                     got[name][0].extend(t)
                     got[name][1].extend(i)
             report(got, level, args)
@@ -234,7 +278,7 @@ def report(got: dict[str, tuple[list[float], list[float]]], level: int, args: ar
     for name, (ttfts, itls) in got.items():
         t50, t99 = np.percentile(ttfts, [50, 99])
         i50, i99 = np.percentile(itls, [50, 99]) if itls else (float("nan"),) * 2
-        line = f"{name:24s} n={len(ttfts):6d}  TTFT p50 {t50:8.3f} p99 {t99:8.3f}  ITL p50 {i50:7.3f} p99 {i99:7.3f}"
+        line = f"{name:34s} n={len(ttfts):6d}  TTFT p50 {t50:8.3f} p99 {t99:8.3f}  ITL p50 {i50:7.3f} p99 {i99:7.3f}"
         if name != "direct":
             added[name] = [t50 - base[0][0], t99 - base[0][1], i50 - base[1][0], i99 - base[1][1]]
             a = added[name]

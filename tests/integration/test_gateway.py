@@ -110,7 +110,7 @@ def test_maintenance_long_prefill_and_realtime_route_external(
         reply = http.post("/v1/chat/completions", json=long_chat)
         assert reply.headers["x-servelab-reason"] == "realtime_long_prefill"
         short = http.post("/v1/chat/completions", json=CHAT)
-        assert short.headers["x-servelab-route"] == "local"
+        assert short.headers["x-servelab-route"] == "local", (short.headers, short.text)
         assert short.headers["x-servelab-reason"] == "realtime_short"
 
 

@@ -8,6 +8,7 @@ import contextlib
 import hmac
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -17,8 +18,10 @@ from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Estimate, estimate
 from servelab.gateway.metrics import GatewayMetrics
+from servelab.gateway.outlet import Outlet
+from servelab.gateway.pipe import Pipe, Watchdog, passed_on
 from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
-from servelab.gateway.server import Request, Response, StreamResponse
+from servelab.gateway.server import Request, Response, Sent, StreamResponse
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
 from servelab.gateway.store import Store, make_store
@@ -38,6 +41,17 @@ def error(status: int, message: str, kind: str, headers: Headers | None = None) 
 class Attempt:
     route: str
     opened: Opened
+
+
+@dataclass
+class _Plan:
+    """One request's routing, decided before any upstream is tried."""
+
+    body: dict[str, Any]
+    decision: Decision
+    est: Estimate
+    routes: list[str]
+    outlet: Outlet | None  # a stream's direct line to the client (None: not streamed)
 
 
 class Gateway:
@@ -76,14 +90,9 @@ class Gateway:
 
     # ---- routing ---------------------------------------------------------------------------------------
     async def facts(self, tokens: int) -> Facts:
-        hold = self.config.policy.min_hold_s
-        return Facts(
-            prompt_tokens=tokens,
-            maintenance=await self.store.flag("maintenance", hold),
-            local_healthy=self.health.healthy,
-            realtime=await self.store.flag("realtime", hold),
-            local_prefill_tokens=await self.store.prefill(),
-        )
+        maintenance, realtime, prefill = await self.store.snapshot(self.config.policy.min_hold_s)
+        return Facts(prompt_tokens=tokens, maintenance=maintenance, local_healthy=self.health.healthy,
+                     realtime=realtime, local_prefill_tokens=prefill)  # fmt: skip
 
     def routes(self, decision: Decision) -> list[str]:
         """The decided route, then the one failover allowed before the first byte (never onto local where
@@ -110,7 +119,7 @@ class Gateway:
             return error(401, "missing or unknown API key", "authentication_error")
         return None
 
-    async def completion(self, request: Request) -> Response | StreamResponse:
+    async def completion(self, request: Request) -> Response | StreamResponse | Sent:
         if (denied := self.client_denied(request)) is not None:
             return denied
         try:
@@ -126,62 +135,59 @@ class Gateway:
         routes = self.routes(decision)
         if not routes:
             return self._unavailable(decision, est)
-        opening = self._open_first(request.body, body, PATHS[request.path], routes, est.tokens)
-        early = request.early
-        if not body.get("stream") or policy.keepalive_s <= 0 or early is None:
-            return await self._answer(await opening, body, decision, est, routes)
+        outlet = request.outlet if body.get("stream") else None
+        plan = _Plan(body, decision, est, routes, outlet)
+        opening = self._open_first(request.body, PATHS[request.path], plan)
+        if outlet is None or policy.keepalive_s <= 0:
+            return await self._answer(await opening, plan)
         # A stream whose upstream stays silent past keepalive_s (a long prefill) starts now with keep-alive
         # comments; the wait itself is this task's, so a client that leaves cancels the upstream request.
-        headers = self._headers(decision.route, decision, est, failed_over=False)
+        headers = self._headers(decision.route, plan, failed_over=False)
         timer = asyncio.get_running_loop().call_later(
-            policy.keepalive_s, early.start, 200, headers, "text/event-stream", KEEPALIVE, policy.keepalive_s
+            policy.keepalive_s, outlet.start, 200, headers, "text/event-stream", KEEPALIVE, policy.keepalive_s
         )
         try:
             got = await opening
         finally:
             timer.cancel()
-            early.stop()
-        if early.started:
-            return StreamResponse(200, self._after_keepalive(got, body, decision))
-        return await self._answer(got, body, decision, est, routes)
+            outlet.stop()
+        if outlet.started and (got[0] is None or got[0].opened.pipe is None):
+            return StreamResponse(200, self._after_keepalive(got, decision))
+        return await self._answer(got, plan)
 
-    async def _answer(
-        self, got: tuple[Attempt | None, list[str]], body: dict[str, Any], decision: Decision, est: Estimate,
-        routes: list[str],
-    ) -> Response | StreamResponse:  # fmt: skip
+    async def _answer(self, got: tuple[Attempt | None, list[str]], plan: _Plan) -> Response | Sent:
         attempt, errors = got
         if attempt is None:
-            return self._failed(decision, errors)
-        headers = self._headers(attempt.route, decision, est, failed_over=attempt.route != routes[0])
+            return self._failed(plan.decision, errors)
+        if attempt.opened.pipe is not None:
+            return await self._piped(attempt, attempt.opened.pipe, plan)
+        headers = self._headers(attempt.route, plan, failed_over=attempt.route != plan.routes[0])
         status = attempt.opened.response.status
         if status in (401, 403) and attempt.route == EXTERNAL:
             attempt.opened.response.close()
-            self._count(attempt.route, decision.reason, 502)
+            self._count(attempt.route, plan.decision.reason, 502)
             return error(502, f"the external API refused the gateway's credentials (HTTP {status})",
                          "upstream_auth_error", [*headers, ("x-should-retry", "false")])  # fmt: skip
-        headers += _passed_on(attempt.opened.response.headers)
-        if body.get("stream") and status == 200:
-            self._count(attempt.route, decision.reason, status)
-            return StreamResponse(status, self._relay(attempt, self._relay_for(attempt, body)), headers)
-        return await self._whole(attempt, decision, headers)
+        headers += passed_on(attempt.opened.response.headers)
+        return await self._whole(attempt, plan.decision, headers)
 
-    async def _open_first(
-        self, raw: bytes, body: dict[str, Any], path: str, routes: list[str], tokens: int
-    ) -> tuple[Attempt | None, list[str]]:
+    async def _open_first(self, raw: bytes, path: str, plan: _Plan) -> tuple[Attempt | None, list[str]]:
         """Open on the first route; on a failure before the first byte, once on the next. The local prefill
         budget is held while local is silent, and given back on every way out (cancellation included)."""
         errors: list[str] = []
         timeout = {LOCAL: self.config.local.read_timeout_s}
         if self.config.external is not None:
             timeout[EXTERNAL] = self.config.external.read_timeout_s
-        for index, route in enumerate(routes):
+        tokens = plan.est.tokens
+        for index, route in enumerate(plan.routes):
             if index:
                 self.metrics.failovers.labels(route).inc()
             if route == LOCAL:
                 await self._prefill(tokens)
+            pipe_for = partial(self._pipe, route, plan, bool(index)) if plan.outlet is not None else None
             try:
-                data = encoded_body(raw, body, route, self.config)
-                opened = await open_stream(self.clients[route], path, data, timeout[route])
+                data = encoded_body(raw, plan.body, route, self.config)
+                opened = await open_stream(self.clients[route], path, data, timeout[route], pipe_for)
                 return Attempt(route, opened), errors
             except BeforeFirstByte as exc:
                 errors.append(f"{route}: {exc}")
@@ -190,11 +196,39 @@ class Gateway:
                     await self._release(tokens)
         return None, errors
 
-    async def _after_keepalive(
-        self, got: tuple[Attempt | None, list[str]], body: dict[str, Any], decision: Decision
-    ) -> AsyncIterator[bytes]:
-        """The rest of a stream that began with keep-alive comments: the status is sent, so what went wrong is
-        said in band."""
+    def _pipe(self, route: str, plan: _Plan, failed_over: bool) -> Pipe:
+        assert plan.outlet is not None
+        asked_usage = bool((plan.body.get("stream_options") or {}).get("include_usage"))
+        relay = EventRelay(asked_usage, lambda usage: self._usage(route, usage))
+        return Pipe(plan.outlet, relay, self._headers(route, plan, failed_over=failed_over))
+
+    async def _piped(self, attempt: Attempt, pipe: Pipe, plan: _Plan) -> Sent:
+        """A 200 stream going to the client through its pipe (the first piece already sent): wait for its end,
+        say in band what broke it off (never retried after the first byte), then end the body."""
+        response, gauge = attempt.opened.response, self.metrics.in_flight.labels(attempt.route)
+        self._count(attempt.route, plan.decision.reason, 200)
+        pipe.watch = Watchdog(self.config.policy.idle_timeout_s, response.close)
+        gauge.inc()
+        try:
+            failure = await pipe.done
+            tail = pipe.relay.flush()
+            if failure is not None and pipe.watch.fired:
+                self.metrics.idle_timeouts.labels(attempt.route).inc()
+                idle = self.config.policy.idle_timeout_s
+                tail += error_event(f"{attempt.route} upstream sent nothing for {idle:g} s", "upstream_idle")
+            elif failure is not None:
+                tail += error_event(f"{attempt.route} upstream failed mid-stream", "upstream_disconnect")
+            pipe.outlet.send(tail)
+            pipe.outlet.end()
+        finally:
+            pipe.close()
+            response.close()  # a client disconnect cancels us here: the upstream stops too
+            gauge.dec()
+        return Sent()
+
+    async def _after_keepalive(self, got: tuple[Attempt | None, list[str]], decision: Decision) -> AsyncIterator[bytes]:
+        """A stream that began with keep-alive comments and got no 200 stream: the status is sent, so what went
+        wrong is said in band."""
         attempt, errors = got
         if attempt is None:
             self._count("none", decision.reason, 503)
@@ -203,14 +237,10 @@ class Gateway:
         try:
             status = attempt.opened.response.status
             self._count(attempt.route, decision.reason, status)
-            if status != 200:
-                text = (attempt.opened.first + await attempt.opened.response.read_all(64 * 1024))[:300]
-                yield error_event(f"{attempt.route} answered HTTP {status}: {text.decode(errors='replace')}")
-                return
-            async for out in self._relay(attempt, self._relay_for(attempt, body)):
-                yield out
+            text = (attempt.opened.first + await attempt.opened.response.read_all(64 * 1024))[:300]
+            yield error_event(f"{attempt.route} answered HTTP {status}: {text.decode(errors='replace')}")
         finally:
-            attempt.opened.response.close()  # a no-op when the relay read it to the end
+            attempt.opened.response.close()
 
     async def _prefill(self, tokens: int) -> None:
         self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
@@ -222,37 +252,6 @@ class Gateway:
             await self._prefill(-tokens)
         else:
             await asyncio.shield(self._prefill(-tokens))
-
-    def _relay_for(self, attempt: Attempt, body: dict[str, Any]) -> EventRelay:
-        asked_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return EventRelay(asked_usage, lambda usage: self._usage(attempt.route, usage))
-
-    async def _relay(self, attempt: Attempt, relay: EventRelay) -> AsyncIterator[bytes]:
-        """Each upstream read passed on as it came (whole events only); silence past ``idle_timeout_s`` ends the
-        stream in band, watched by one lazily re-armed timer (a read costs one clock store)."""
-        response, gauge = attempt.opened.response, self.metrics.in_flight.labels(attempt.route)
-        watch = _Watchdog(self.config.policy.idle_timeout_s, response.close)
-        gauge.inc()
-        try:
-            if out := relay.feed(attempt.opened.first):
-                yield out
-            while piece := await response.read():
-                watch.touch()
-                if out := relay.feed(piece):
-                    yield out
-            if rest := relay.flush():
-                yield rest
-        except UpstreamError:  # after the first byte: say so in band, never retry
-            if watch.fired:
-                self.metrics.idle_timeouts.labels(attempt.route).inc()
-                idle = self.config.policy.idle_timeout_s
-                yield error_event(f"{attempt.route} upstream sent nothing for {idle:g} s", "upstream_idle")
-            else:
-                yield error_event(f"{attempt.route} upstream failed mid-stream", "upstream_disconnect")
-        finally:
-            watch.stop()
-            response.close()  # a client disconnect cancels us here: the upstream stops too
-            gauge.dec()
 
     async def _whole(self, attempt: Attempt, decision: Decision, headers: Headers) -> Response:
         response = attempt.opened.response
@@ -279,10 +278,10 @@ class Gateway:
             if isinstance(usage.get(kind), int):
                 self.metrics.tokens.labels(route, kind.removesuffix("_tokens")).inc(usage[kind])
 
-    def _headers(self, route: str, decision: Decision, est: Estimate, *, failed_over: bool) -> Headers:
-        reason = f"failover_from_{decision.route}" if failed_over else decision.reason
+    def _headers(self, route: str, plan: _Plan, *, failed_over: bool) -> Headers:
+        reason = f"failover_from_{plan.decision.route}" if failed_over else plan.decision.reason
         return [("x-servelab-route", route), ("x-servelab-reason", reason),
-                ("x-servelab-tokens", f"{est.tokens};{est.method}")]  # fmt: skip
+                ("x-servelab-tokens", f"{plan.est.tokens};{plan.est.method}")]  # fmt: skip
 
     def _unavailable(self, decision: Decision, est: Estimate) -> Response:
         """429 when local could serve but the policy keeps it free for realtime (shedding: retry later is right);
@@ -305,35 +304,6 @@ class Gateway:
         self._count("none", decision.reason, 503)
         headers = [("x-servelab-route", "none"), ("x-servelab-reason", decision.reason), ("retry-after", "5"), *extra]
         return error(503, message, "no_backend", headers)
-
-
-class _Watchdog:
-    """Calls ``fire`` when ``touch`` has not been called for ``seconds``: one timer, re-armed only when it
-    comes due, so ``touch`` is a clock read and a store."""
-
-    def __init__(self, seconds: float, fire: Any) -> None:
-        self.loop, self.seconds, self._fire = asyncio.get_running_loop(), seconds, fire
-        self.mark, self.fired = self.loop.time(), False
-        self.timer: asyncio.TimerHandle | None = self.loop.call_at(self.mark + seconds, self._check)
-
-    def touch(self) -> None:
-        self.mark = self.loop.time()
-
-    def _check(self) -> None:
-        if self.loop.time() - self.mark >= self.seconds:
-            self.fired, self.timer = True, None
-            self._fire()
-        else:
-            self.timer = self.loop.call_at(self.mark + self.seconds, self._check)
-
-    def stop(self) -> None:
-        if self.timer:
-            self.timer.cancel()
-
-
-def _passed_on(upstream: dict[bytes, bytes]) -> Headers:
-    """The upstream headers a client should see: its Retry-After (so a 429 is not retried at once)."""
-    return [(name.decode(), upstream[name].decode("latin-1")) for name in (b"retry-after",) if name in upstream]
 
 
 def bearer(request: Request) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httptools
@@ -26,6 +27,16 @@ class UpstreamError(Exception):
     def __init__(self, message: str, before_head: bool = True) -> None:
         super().__init__(message)
         self.before_head = before_head
+
+
+class Sink(Protocol):
+    """Takes a response's body pieces in the connection's read callback (see :meth:`UpstreamResponse.attach`)."""
+
+    def piece(self, data: bytes) -> None: ...
+
+    def ended(self) -> None: ...
+
+    def failed(self, error: UpstreamError) -> None: ...
 
 
 class _Conn(asyncio.Protocol):
@@ -48,6 +59,7 @@ class _Conn(asyncio.Protocol):
         self.error: UpstreamError | None = None
         self.got_bytes = False
         self.paused = False
+        self.sink: Sink | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
@@ -58,6 +70,8 @@ class _Conn(asyncio.Protocol):
             before = not self.head.done()
             self.error = UpstreamError(f"upstream closed the connection{f': {exc}' if exc else ''}", before)
             self._wake()
+            if self.sink is not None:
+                self.sink.failed(self.error)
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
@@ -77,6 +91,9 @@ class _Conn(asyncio.Protocol):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        if self.sink is not None:
+            self.sink.piece(body)
+            return
         self.pieces.append(body)
         self.buffered += len(body)
         if self.buffered > HIGH_WATER and self.transport and not self.paused:
@@ -88,6 +105,8 @@ class _Conn(asyncio.Protocol):
     def on_message_complete(self) -> None:
         self.done, self.keep = True, self.parser.should_keep_alive()
         self._wake()
+        if self.sink is not None:
+            self.sink.ended()
 
     def _wake(self) -> None:
         if not self.head.done():
@@ -133,6 +152,28 @@ class UpstreamResponse:
             conn.waiter = conn.loop.create_future()
             await conn.waiter
             conn.waiter = None
+
+    def attach(self, sink: Sink) -> None:
+        """From now on the body goes to ``sink`` as each read brings it, in the read callback itself (what was
+        buffered first); :meth:`read` is not used after this."""
+        conn = self._conn
+        conn.sink = sink
+        while conn.pieces:
+            sink.piece(conn.pieces.popleft())
+        conn.buffered = 0
+        if conn.paused:
+            conn.paused = False
+            self.pause(False)
+        if conn.done:
+            sink.ended()
+        elif conn.error is not None:
+            sink.failed(conn.error)
+
+    def pause(self, paused: bool) -> None:
+        """Stop (or go on) reading the upstream: the client is not taking the bytes."""
+        transport = self._conn.transport
+        if transport is not None and not self._conn.closed:
+            transport.pause_reading() if paused else transport.resume_reading()
 
     async def read_all(self, limit: int = 64 * 2**20) -> bytes:
         out, size = [], 0

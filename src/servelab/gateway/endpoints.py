@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 from servelab.gateway.app import Gateway, error, key_in
 from servelab.gateway.client import UpstreamError
 from servelab.gateway.policy import EXTERNAL, LOCAL
-from servelab.gateway.server import Request, Response, StreamResponse
+from servelab.gateway.server import Request, Response, Sent, StreamResponse
 
 MAX_TTL_S = 24 * 3600.0
 
@@ -34,7 +34,7 @@ class Router:
             ("GET", "/metrics"): self.metrics,
         }
 
-    async def __call__(self, request: Request) -> Response | StreamResponse:
+    async def __call__(self, request: Request) -> Response | StreamResponse | Sent:
         handler = self.routes.get((request.method, request.path))
         if handler is not None:
             return await handler(request)

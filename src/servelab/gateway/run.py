@@ -27,7 +27,8 @@ def limits(config: GatewayConfig) -> ServerLimits:
     s = config.server
     return ServerLimits(header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
                         keepalive_s=s.keepalive_s, max_header_bytes=s.max_header_bytes, max_headers=s.max_headers,
-                        max_body_bytes=config.max_body_bytes, max_connections=s.max_connections)  # fmt: skip
+                        max_body_bytes=config.max_body_bytes, max_connections=s.max_connections,
+                        busy_poll_s=s.busy_poll_us / 1e6)  # fmt: skip
 
 
 async def serve(

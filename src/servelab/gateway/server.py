@@ -5,12 +5,14 @@ request and per chunk, with the limits a proxy in front of a realtime stack need
   ``max_header_bytes`` with at most ``max_headers`` fields (431 otherwise); the body may not pause longer
   than ``body_timeout_s`` between reads nor exceed ``max_body_bytes`` (413); an idle keep-alive connection
   is closed after ``keepalive_s``; at most ``max_connections`` are open at once (more are closed at once).
-  One timer per connection, re-armed lazily: a read costs one clock store.
+  One timer per server sweeps every connection's deadline (within an eighth of it, at most a second late):
+  a request costs no timer, a read one clock store.
 - A request with both Content-Length and Transfer-Encoding, several Content-Length values, or an upgrade is
   refused (400) and the connection closed. Requests are answered in order, one at a time per connection.
 - The handler gets the whole body; a client that goes away cancels its handler's task, so whatever it was
-  waiting on (an upstream request) is let go at once. Streams go out chunked, one write per piece, and the
-  handler waits only while the client's socket buffer is full.
+  waiting on (an upstream request) is let go at once. Streams go out chunked (as they are to an HTTP/1.0
+  client), one write per piece, through the request's :class:`Outlet`: a handler may write them itself from
+  any callback (the gateway's relay does, from its upstream's reads) and answer :class:`Sent`.
 - Nothing of the request is reflected in a response that the handler did not write.
 """
 
@@ -24,6 +26,9 @@ from dataclasses import dataclass, field
 
 import httptools
 import orjson
+
+from servelab.gateway.outlet import Outlet
+from servelab.gateway.poll import BusyPoll
 
 REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
            404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Payload Too Large",
@@ -42,6 +47,7 @@ class ServerLimits:
     max_body_bytes: int = 16 * 2**20
     max_connections: int = 10_000
     max_pipelined: int = 8
+    busy_poll_s: float = 0.0  # 0: off; see :mod:`.poll`
 
 
 @dataclass
@@ -53,7 +59,7 @@ class Request:
     body: bytes = b""
     keep_alive: bool = True
     http10: bool = False  # an HTTP/1.0 client: no chunked encoding, the connection closes after the answer
-    early: EarlyStart | None = None  # starts a stream before the handler returns (keep-alive comments)
+    outlet: Outlet | None = None  # the handler's direct line to the client (streams, keep-alive comments)
 
     def header(self, name: bytes) -> str:
         return self.headers.get(name, b"").decode("latin-1")
@@ -75,43 +81,12 @@ class StreamResponse:
     content_type: str = "text/event-stream"
 
 
-Handler = Callable[[Request], Awaitable[Response | StreamResponse]]
+@dataclass
+class Sent:
+    """The handler wrote its response through the request's outlet."""
 
 
-def _frame(piece: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(piece), piece)
-
-
-class EarlyStart:
-    """Lets a handler that is still waiting (a long prefill upstream) start its streamed response: the head and a
-    first piece go out now, then the same piece every ``every_s`` until :meth:`stop`; the StreamResponse the
-    handler returns later goes on after them."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.started = conn, False
-        self._ticker: asyncio.TimerHandle | None = None
-
-    def start(
-        self, status: int, headers: list[tuple[str, str]], content_type: str, piece: bytes, every_s: float
-    ) -> None:
-        conn = self.conn
-        if conn.closed or conn.transport is None or self.started:
-            return
-        conn.transport.write(conn._head(status, content_type, headers, "transfer-encoding: chunked") + _frame(piece))
-        self.started = True
-        self._ticker = conn.loop.call_later(every_s, self._tick, piece, every_s)
-
-    def _tick(self, piece: bytes, every_s: float) -> None:
-        conn = self.conn
-        if conn.closed or conn.transport is None:
-            return
-        conn.transport.write(_frame(piece))
-        self._ticker = conn.loop.call_later(every_s, self._tick, piece, every_s)
-
-    def stop(self) -> None:
-        if self._ticker:
-            self._ticker.cancel()
-            self._ticker = None
+Handler = Callable[[Request], Awaitable[Response | StreamResponse | Sent]]
 
 
 class _Refuse(Exception):
@@ -121,19 +96,19 @@ class _Refuse(Exception):
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, handler: Handler, limits: ServerLimits, live: set[Connection]) -> None:
-        self.handler, self.limits, self.live = handler, limits, live
+    def __init__(self, handler: Handler, limits: ServerLimits, live: set[Connection], poll: BusyPoll) -> None:
+        self.handler, self.limits, self.live, self.poll = handler, limits, live, poll
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.queue: deque[Request] = deque()
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.current: Outlet | None = None  # the outlet of the request being answered
         self._drain: asyncio.Future[None] | None = None
         self._reset_request()
         self.deadline_kind = "header"  # header: since the request began; body: since the last read; idle
         self.mark = self.loop.time()
-        self.timer: asyncio.TimerHandle | None = None
 
     # ---- connection -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -141,14 +116,10 @@ class Connection(asyncio.Protocol):
         self.live.add(self)
         if len(self.live) > self.limits.max_connections:
             self.transport.abort()  # type: ignore[union-attr]
-            return
-        self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.live.discard(self)
-        if self.timer:
-            self.timer.cancel()
         if self.task and not self.task.done():
             self.task.cancel()  # the client left: the handler lets go of its upstream
         if self._drain and not self._drain.done():
@@ -171,37 +142,26 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._drain = self.loop.create_future()
+        if self.current is not None and self.current.on_pause is not None:
+            self.current.on_pause(True)
 
     def resume_writing(self) -> None:
         if self._drain and not self._drain.done():
             self._drain.set_result(None)
         self._drain = None
+        if self.current is not None and self.current.on_pause is not None:
+            self.current.on_pause(False)
 
-    # ---- one timer, re-armed lazily ---------------------------------------------------------------------
-    def _limit(self) -> float:
-        lim = self.limits
-        return {"header": lim.header_timeout_s, "body": lim.body_timeout_s, "idle": lim.keepalive_s}.get(
-            self.deadline_kind, 0.0
-        )
-
-    def _arm(self) -> None:
-        if self.timer:
-            self.timer.cancel()
-        limit = self._limit()
-        self.timer = self.loop.call_at(self.mark + limit, self._check) if limit else None
-
-    def _check(self) -> None:
-        self.timer = None
-        limit = self._limit()
-        if not limit or self.closed:
+    # ---- deadlines, checked by the server's one sweep (no timer per connection or request) -----------------
+    def check(self, now: float) -> None:
+        kind, lim = self.deadline_kind, self.limits
+        limit = {"header": lim.header_timeout_s, "body": lim.body_timeout_s, "idle": lim.keepalive_s}.get(kind, 0)
+        if not limit or self.closed or now - self.mark < limit:
             return
-        if self.loop.time() - self.mark < limit:
-            self.timer = self.loop.call_at(self.mark + limit, self._check)
-            return
-        if self.deadline_kind == "idle":
+        if kind == "idle":
             self._close()
         else:
-            self._refuse(408, f"the request's {self.deadline_kind} did not arrive in time")
+            self._refuse(408, f"the request's {kind} did not arrive in time")
 
     # ---- parser callbacks -------------------------------------------------------------------------------
     def _reset_request(self) -> None:
@@ -218,20 +178,20 @@ class Connection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self.url += url
-        self._count(len(url))
+        self.head_bytes += len(url)
+        if self.head_bytes > self.limits.max_header_bytes:
+            raise _Refuse(431, f"request head over {self.limits.max_header_bytes} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        self.fields.append((name.lower(), value))
-        if len(self.fields) > self.limits.max_headers:
-            raise _Refuse(431, f"more than {self.limits.max_headers} header fields")
-
-    def _count(self, n: int) -> None:
-        self.head_bytes += n
+        self.head_bytes += len(name) + len(value) + 4
+        self.fields.append((name, value))
         if self.head_bytes > self.limits.max_header_bytes:
             raise _Refuse(431, f"request head over {self.limits.max_header_bytes} bytes")
 
     def on_headers_complete(self) -> None:
+        if len(self.fields) > self.limits.max_headers:
+            raise _Refuse(431, f"more than {self.limits.max_headers} header fields")
+        self.fields = [(n.lower(), v) for n, v in self.fields]
         names = [n for n, _ in self.fields]
         if (b"transfer-encoding" in names and b"content-length" in names) or names.count(b"content-length") > 1:
             raise _Refuse(400, "ambiguous request framing (Content-Length with Transfer-Encoding, or twice)")
@@ -242,7 +202,6 @@ class Connection(asyncio.Protocol):
         if fields.get(b"expect", b"").lower() == b"100-continue" and self.transport:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second for this otherwise
         self.deadline_kind, self.mark = "body", self.loop.time()
-        self._arm()
 
     def on_body(self, body: bytes) -> None:
         self.body_bytes += len(body)
@@ -256,12 +215,9 @@ class Connection(asyncio.Protocol):
         keep = self.parser.should_keep_alive()
         request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", dict(self.fields),
                           b"".join(self.body), keep, self.parser.get_http_version() == "1.0")  # fmt: skip
-        request.early = EarlyStart(self)
+        request.outlet = Outlet(self, request.http10)
         self.queue.append(request)
         self.deadline_kind = "busy"
-        if self.timer:
-            self.timer.cancel()
-            self.timer = None
         if len(self.queue) >= self.limits.max_pipelined and self.transport:
             self.transport.pause_reading()
         if self.task is None or self.task.done():
@@ -269,37 +225,43 @@ class Connection(asyncio.Protocol):
 
     # ---- answering --------------------------------------------------------------------------------------
     async def _serve(self) -> None:
+        if not self.poll.enabled:
+            return await self._answer_queue()
+        self.poll.hold()
+        try:
+            await self._answer_queue()
+        finally:
+            self.poll.release()
+
+    async def _answer_queue(self) -> None:
         while self.queue and not self.closed:
             request = self.queue.popleft()
-            keep = request.keep_alive
+            outlet = self.current = request.outlet or Outlet(self, request.http10)
             try:
                 response = await self.handler(request)
             except asyncio.CancelledError:
                 return
             except Exception:  # a handler bug: a 500 for this request, the server goes on
                 response = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
-            early = request.early
-            if early is not None:
-                early.stop()
-            if isinstance(response, StreamResponse) and request.http10:
-                await self._stream_plain(response)
-                keep = False
-            elif isinstance(response, StreamResponse):
-                keep = await self._stream(response, head_sent=bool(early and early.started)) and keep
-            elif early is not None and early.started:  # a stream already begun can only end: close it
-                keep = False
+            finally:
+                outlet.stop()
+                self.current = None
+            if isinstance(response, StreamResponse):
+                keep = await self._stream(response, outlet)
+            elif isinstance(response, Sent) or outlet.started:  # a stream begun can only end
+                keep = outlet.ended and not outlet.http10
             else:
-                self._write_whole(response, keep)
-            if not keep:
+                keep = True
+                self._write_whole(response, request.keep_alive)
+            if not (keep and request.keep_alive):
                 self._close()
                 return
             if self.transport and not self.closed:
                 self.transport.resume_reading()
         if not self.closed:
             self.deadline_kind, self.mark = "idle", self.loop.time()
-            self._arm()
 
-    def _head(self, status: int, content_type: str, headers: list[tuple[str, str]], framing: str) -> bytes:
+    def head(self, status: int, content_type: str, headers: list[tuple[str, str]], framing: str) -> bytes:
         lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}", f"content-type: {content_type}", framing]
         lines += [f"{k}: {v}" for k, v in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -307,48 +269,24 @@ class Connection(asyncio.Protocol):
     def _write_whole(self, response: Response, keep: bool) -> None:
         framing = f"content-length: {len(response.body)}" + ("" if keep else "\r\nconnection: close")
         if self.transport and not self.closed:
-            self.transport.write(self._head(response.status, response.content_type, response.headers, framing)
+            self.transport.write(self.head(response.status, response.content_type, response.headers, framing)
                                  + response.body)  # fmt: skip
 
-    async def _stream(self, response: StreamResponse, head_sent: bool = False) -> bool:
-        """Chunked, one write per piece (the head goes out with the first, unless it went early); False when
-        the connection cannot be reused."""
-        assert self.transport is not None
-        head: bytes | None = (
-            None
-            if head_sent
-            else self._head(response.status, response.content_type, response.headers, "transfer-encoding: chunked")
-        )
+    async def _stream(self, response: StreamResponse, outlet: Outlet) -> bool:
+        """One write per piece (the head goes out with the first, unless it went early); False when the
+        connection cannot be reused."""
+        outlet.prepare(response.status, response.headers, response.content_type)
         chunks = response.chunks
         try:
             async for piece in chunks:
-                if self.closed:
+                if not outlet.send(piece):
                     return False
-                if piece:
-                    framed = _frame(piece)
-                    self.transport.write(head + framed if head else framed)
-                    head = None
-                    if self._drain is not None:
-                        await self._drain
-            if not self.closed:
-                self.transport.write((head or b"") + b"0\r\n\r\n")
-            return not self.closed
-        finally:
-            await _close_chunks(chunks)
-
-    async def _stream_plain(self, response: StreamResponse) -> None:
-        """For an HTTP/1.0 client: the pieces as they are, the end of the body is the connection's close."""
-        assert self.transport is not None
-        self.transport.write(self._head(response.status, response.content_type, response.headers, "connection: close"))
-        try:
-            async for piece in response.chunks:
-                if self.closed:
-                    return
-                self.transport.write(piece)
                 if self._drain is not None:
                     await self._drain
+            outlet.end()
+            return outlet.ended and not outlet.http10
         finally:
-            await _close_chunks(response.chunks)
+            await _close_chunks(chunks)
 
     def _refuse(self, status: int, message: str) -> None:
         if self.transport and not self.closed and (self.task is None or self.task.done()):
@@ -371,10 +309,20 @@ async def _close_chunks(chunks: AsyncIterator[bytes]) -> None:
 
 
 class Listener:
-    """The listening server and its open connections (closed with it)."""
+    """The listening server and its open connections (closed with it), whose deadlines one timer sweeps."""
 
-    def __init__(self, server: asyncio.Server, live: set[Connection]) -> None:
+    def __init__(self, server: asyncio.Server, live: set[Connection], limits: ServerLimits) -> None:
         self.server, self.live = server, live
+        self.loop = asyncio.get_running_loop()
+        shortest = min(t for t in (limits.header_timeout_s, limits.body_timeout_s, limits.keepalive_s) if t > 0)
+        self.every = min(1.0, max(0.05, shortest / 8))  # a deadline is kept to within an eighth of itself
+        self._sweeper = self.loop.call_later(self.every, self._sweep)
+
+    def _sweep(self) -> None:
+        now = self.loop.time()
+        for conn in list(self.live):
+            conn.check(now)
+        self._sweeper = self.loop.call_later(self.every, self._sweep)
 
     @property
     def port(self) -> int:
@@ -384,6 +332,7 @@ class Listener:
         try:
             await self.server.serve_forever()
         finally:
+            self._sweeper.cancel()
             self.server.close()
             for conn in list(self.live):
                 if conn.transport is not None:
@@ -397,6 +346,7 @@ async def start_server(
     """Listen and serve ``handler``; ``reuse_port`` lets several worker processes share one port."""
     loop = asyncio.get_running_loop()
     live: set[Connection] = set()
-    server = await loop.create_server(lambda: Connection(handler, limits, live), host, port,
+    poll = BusyPoll(loop, limits.busy_poll_s)
+    server = await loop.create_server(lambda: Connection(handler, limits, live, poll), host, port,
                                       reuse_port=reuse_port or None, backlog=4096)  # fmt: skip
-    return Listener(server, live)
+    return Listener(server, live, limits)

@@ -4,6 +4,7 @@ failure before it can fail over."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from servelab.engines.client import api_base
 from servelab.gateway.body import dumps
 from servelab.gateway.client import HttpClient, UpstreamError, UpstreamResponse
 from servelab.gateway.config import GatewayConfig, Upstream
+from servelab.gateway.pipe import Pipe
 
 
 class BeforeFirstByte(Exception):
@@ -20,7 +22,8 @@ class BeforeFirstByte(Exception):
 @dataclass
 class Opened:
     response: UpstreamResponse
-    first: bytes  # the first body bytes ("" for an empty body)
+    first: bytes  # the first body bytes ("" for an empty body, or when a pipe took them)
+    pipe: Pipe | None = None  # the body goes to the client through this pipe (a 200 stream)
 
 
 def upstream_body(body: dict[str, Any], route: str, config: GatewayConfig) -> dict[str, Any]:
@@ -51,20 +54,33 @@ def make_client(upstream: Upstream) -> HttpClient:
     return HttpClient(api_base(upstream.url), connect_timeout=upstream.connect_timeout_s, headers=headers)
 
 
-async def open_stream(client: HttpClient, path: str, data: bytes, first_byte_timeout: float) -> Opened:
+async def open_stream(
+    client: HttpClient, path: str, data: bytes, first_byte_timeout: float, pipe_for: Callable[[], Pipe] | None = None
+) -> Opened:
     """POST and read up to the first body bytes. Connection errors, timeouts and 5xx before then raise
-    BeforeFirstByte; a 4xx is the upstream's answer and is passed on."""
+    BeforeFirstByte; a 4xx is the upstream's answer and is passed on. With ``pipe_for``, a 200's body goes to
+    the client through the pipe it makes from its first byte (sent in the upstream's read callback, before this
+    returns)."""
     response: UpstreamResponse | None = None
+    pipe: Pipe | None = None
     try:
         async with asyncio.timeout(first_byte_timeout):
             response = await client.request("POST", path, data)
             if response.status >= 500:
                 text = (await response.read_all(64 * 1024))[:300].decode("utf-8", errors="replace")
                 raise BeforeFirstByte(f"HTTP {response.status}: {text}")
+            if pipe_for is not None and response.status == 200:
+                pipe = pipe_for()
+                pipe.open(response)
+                if (failure := await pipe.first) is not None:
+                    raise failure
+                return Opened(response, b"", pipe)
             first = await response.read()
     except BaseException as exc:
         if response is not None:
             response.close()
+        if pipe is not None:
+            pipe.close()
         if isinstance(exc, UpstreamError):
             raise BeforeFirstByte(str(exc)) from exc
         if isinstance(exc, TimeoutError):

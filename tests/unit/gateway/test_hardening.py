@@ -19,7 +19,14 @@ import pytest
 from servelab.core.errors import UsageError
 from servelab.gateway import GatewayConfig, running
 from servelab.gateway.config import Keys, Policy, Server, Upstream, load_config
-from tests.fixtures.hostile_peers import HostileUpstream, hostile_upstream, raw_exchange, slowloris, url
+from tests.fixtures.hostile_peers import (
+    FLOOD_EVENTS,
+    HostileUpstream,
+    hostile_upstream,
+    raw_exchange,
+    slowloris,
+    url,
+)
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -243,3 +250,26 @@ def test_expect_100_continue_and_an_http10_client(upstream: HostileUpstream) -> 
         reply = raw_exchange(port, old)
         assert reply.startswith(b"HTTP/1.1 200") and b"transfer-encoding" not in reply.lower()
         assert reply.rstrip().endswith(b"data: [DONE]")
+
+
+def test_a_client_that_stops_reading_stops_the_upstream_read(upstream: HostileUpstream) -> None:
+    """The relay writes each upstream read straight to the client; when the client's socket is full, the gateway
+    must stop reading the upstream (not buffer the whole stream for it), and go on when the client drains."""
+    with running(config(url(upstream, "flood"))) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        body = json.dumps(CHAT).encode()
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer client-key\r\n"
+                b"content-length: %d\r\n\r\n" % len(body))  # fmt: skip
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # before connecting: no autotuning
+            sock.settimeout(30)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(head + body)
+            time.sleep(3)  # not reading
+            taken = json.loads(httpx.get(f"http://127.0.0.1:{upstream.port}/stats").text)["flood_bytes"]
+            reply = bytearray()
+            while not reply.endswith(b"0\r\n\r\n") and (piece := sock.recv(1 << 20)):
+                reply += piece
+    sent = FLOOD_EVENTS * 1024
+    assert taken < sent / 2, f"the gateway took {taken} of {sent} bytes from the upstream for a client not reading"
+    assert reply.count(b"data: {") == FLOOD_EVENTS and b"data: [DONE]" in reply
