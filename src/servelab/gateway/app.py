@@ -243,7 +243,7 @@ class Gateway:
             attempt.opened.response.close()
 
     async def _prefill(self, tokens: int) -> None:
-        self.metrics.local_prefill.set(await self.store.add_prefill(tokens))
+        await self.store.add_prefill(tokens)  # the gauge is read from the store when /metrics is scraped
 
     async def _release(self, tokens: int) -> None:
         """Give prefill tokens back, even when this task is being cancelled: an in-process store never suspends

@@ -87,6 +87,7 @@ class Router:
         for name, value in (("maintenance", facts.maintenance), ("realtime", facts.realtime),
                             ("local_healthy", facts.local_healthy)):  # fmt: skip
             gateway.metrics.flags.labels(name).set(int(value))
+        gateway.metrics.local_prefill.set(facts.local_prefill_tokens)
         return {
             "maintenance": facts.maintenance,
             "realtime": facts.realtime,

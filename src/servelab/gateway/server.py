@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import httptools
 import orjson
@@ -89,6 +91,18 @@ class Sent:
 Handler = Callable[[Request], Awaitable[Response | StreamResponse | Sent]]
 
 
+if sys.version_info >= (3, 12):
+
+    def _start(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run the handler at once, in this read callback, up to its first wait (its upstream's answer)."""
+        return asyncio.Task(work, loop=loop, eager_start=True)
+
+else:
+
+    def _start(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return loop.create_task(work)
+
+
 class _Refuse(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -133,12 +147,14 @@ class Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except _Refuse as exc:
-            self._refuse(exc.status, str(exc))
+            return self._refuse(exc.status, str(exc))
         except httptools.HttpParserUpgrade:
-            self._refuse(400, "upgrades are not served here")
+            return self._refuse(400, "upgrades are not served here")
         except Exception as exc:  # httptools' parse errors, and a callback's _Refuse wrapped by it
             cause = exc.__context__ if isinstance(exc.__context__, _Refuse) else None
-            self._refuse(cause.status if cause else 400, str(cause) if cause else "malformed HTTP request")
+            return self._refuse(cause.status if cause else 400, str(cause) if cause else "malformed HTTP request")
+        if self.queue and (self.task is None or self.task.done()) and not self.closed:
+            self.task = _start(self.loop, self._serve())
 
     def pause_writing(self) -> None:
         self._drain = self.loop.create_future()
@@ -220,8 +236,6 @@ class Connection(asyncio.Protocol):
         self.deadline_kind = "busy"
         if len(self.queue) >= self.limits.max_pipelined and self.transport:
             self.transport.pause_reading()
-        if self.task is None or self.task.done():
-            self.task = self.loop.create_task(self._serve())
 
     # ---- answering --------------------------------------------------------------------------------------
     async def _serve(self) -> None:

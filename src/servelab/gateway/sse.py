@@ -14,7 +14,10 @@ class EventRelay:
         self._buffer = b""
 
     def feed(self, data: bytes) -> bytes:
-        """The complete events in ``data`` (with what was held back), as bytes to send on."""
+        """The complete events in ``data`` (with what was held back), as bytes to send on. A read of whole
+        events with no usage in them (nearly every read) is passed on as it is, with three byte scans."""
+        if not self._buffer and data.endswith(b"\n\n") and b"\r" not in data and b'"usage"' not in data:
+            return data
         self._buffer += data.replace(b"\r\n", b"\n")
         *events, self._buffer = self._buffer.split(b"\n\n")
         return b"".join(out + b"\n\n" for event in events if (out := self._event(event)) is not None)

@@ -41,11 +41,21 @@ def upstream_body(body: dict[str, Any], route: str, config: GatewayConfig) -> di
     return out
 
 
+USAGE_ON = b',"stream_options":{"include_usage":true}}'
+
+
 def encoded_body(raw: bytes, body: dict[str, Any], route: str, config: GatewayConfig) -> bytes:
-    """The bytes to send: the client's own when nothing needs to change (local, not streamed, no alias)."""
-    upstream = config.external if route == "external" else config.local
-    if route == "local" and not body.get("stream") and not (upstream and upstream.model):
-        return raw
+    """The bytes to send: the client's own when nothing needs to change (local, no alias, not streamed or already
+    asking for usage); a local stream that does not ask gets the ask spliced in before the closing brace (the body
+    is a valid, non-empty JSON object without that key); anything else is re-encoded."""
+    if route == "local" and not config.local.model:
+        options = body.get("stream_options")
+        if not body.get("stream") or (isinstance(options, dict) and options.get("include_usage") is True):
+            return raw
+        if options is None and "stream_options" not in body:
+            end = raw.rstrip()
+            if end.endswith(b"}"):
+                return end[:-1] + USAGE_ON
     return dumps(upstream_body(body, route, config))
 
 

@@ -126,3 +126,28 @@ def test_upstream_body_strips_engine_fields_rewrites_the_alias_and_asks_for_usag
     assert out["stream_options"] == {"include_usage": True}
     local = upstream_body(body, "local", config)
     assert local["ignore_eos"] is True and local["model"] == "alias" and body.get("stream_options") is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "m", "messages": [], "stream": true}',
+        b'{"model":"m","stream":true,"messages":[{"role":"user","content":"} \\" }"}]}  \n\t',
+        b'{"stream": true, "stream_options": {"include_usage": false}, "messages": []}',
+        b'{"stream": true, "stream_options": null, "messages": []}',
+        b'{"stream": true, "stream_options": {"include_usage": true}, "n": 2}',
+        b'{"stream": false, "messages": []}',
+        '{"stream": true, "messages": [{"role": "user", "content": "h\u00e9 \u6f22 \U0001f600"}]}'.encode(),
+    ],
+)
+def test_the_bytes_sent_upstream_say_what_the_rewritten_body_says(raw: bytes) -> None:
+    """The local stream's usage ask is spliced into the client's own bytes (no re-encoding); whatever path is
+    taken, the upstream reads exactly the body upstream_body() describes."""
+    from servelab.gateway.body import parse_body
+    from servelab.gateway.config import GatewayConfig, Upstream
+    from servelab.gateway.upstream import encoded_body, upstream_body
+
+    config = GatewayConfig(local=Upstream(url="http://l"), external=Upstream(url="http://e", model="vendor-x"))
+    body = parse_body(raw, 64)
+    for route in ("local", "external"):
+        assert json.loads(encoded_body(raw, body, route, config)) == upstream_body(body, route, config)
