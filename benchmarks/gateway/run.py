@@ -200,6 +200,15 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
         name = f"servelab gateway x{workers}" + (" busy-poll" if poll else "")
         paths[name] = f"http://127.0.0.1:{port}"
         wait_http(paths[name] + "/healthz")
+    for label, src in (c.split("=", 1) for c in args.compare):  # another servelab tree, 1 worker, same config
+        port = free_port()
+        config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
+                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}}  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+        argv = [sys.executable, "-c", GATEWAY, json.dumps(config), "1"]
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv), stdout=subprocess.DEVNULL, env=env))
+        paths[f"servelab gateway x1 ({label})"] = f"http://127.0.0.1:{port}"
+        wait_http(f"http://127.0.0.1:{port}/healthz")
     if args.litellm != "none" and Path(args.litellm).exists():
         cfg = Path(tempfile.mkdtemp()) / "litellm.yaml"
         cfg.write_text(LITELLM.format(api_base=upstream + "/v1"))
@@ -236,6 +245,13 @@ def main() -> None:
     ap.add_argument("--mode", default="steady", choices=["steady", "burst"])
     ap.add_argument("--tokens", default="4,32", help="steady: chunks a request, drawn from LO,HI")
     ap.add_argument("--busy-poll", type=int, default=0, help="also measure the gateway with [server] busy_poll_us")
+    ap.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="LABEL=SRC",
+        help="also measure the gateway from another source tree (its src/ folder), 1 worker",
+    )
     ap.add_argument("--relay", action="store_true", help="also measure a bare TCP relay (the floor for a proxy)")
     ap.add_argument("--awake", action="store_true", help="keep every pinned core from idling (see keep_awake)")
     args = ap.parse_args()
