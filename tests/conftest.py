@@ -1,4 +1,4 @@
-"""Shared fixtures: the SSE fixture server (a subprocess) and the embedded engine (started once)."""
+"""Shared fixtures: an isolated servelab home and store for every test, the SSE fixture server (a subprocess)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,34 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.paths import servelab_home
+
 FIXTURE_SERVER = Path(__file__).parent / "fixtures" / "sse_fixture.py"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The whole session runs with a SERVELAB_HOME of its own (engine state and logs, the default store), so no
+    test reads or stops a user's engine or writes into their runs; only the converted model folder is shared
+    with the real home (converting it again would cost minutes)."""
+    real, home = servelab_home(), tmp_path_factory.mktemp("servelab-home")
+    (real / "models").mkdir(parents=True, exist_ok=True)
+    (home / "models").symlink_to(real / "models", target_is_directory=True)
+    before = os.environ.get("SERVELAB_HOME")
+    os.environ["SERVELAB_HOME"] = str(home)
+    yield home
+    if before is None:
+        os.environ.pop("SERVELAB_HOME", None)
+    else:
+        os.environ["SERVELAB_HOME"] = before
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's default run store is its own file."""
+    path = tmp_path / "default-runs.sqlite"
+    monkeypatch.setenv("SERVELAB_STORE", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")

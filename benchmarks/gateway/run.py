@@ -24,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import numpy as np
 from servelab.core.records import RequestRecord
 from servelab.core.summary import ttft_ms
 from servelab.engines.client import ClientOptions, StreamClient
+from servelab.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sse_fixture.py"
@@ -84,12 +84,6 @@ LITELLM = """model_list:
 litellm_settings:
   drop_params: false
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout: float = 180.0) -> None:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from servelab.bench import SLO, Load, expand, resolve_targets, run_bench, search_slo
 from servelab.bench.compare import rows_to_dicts
-from servelab.bench.scenarios import load_scenario
 from servelab.core.records import RequestRecord
 from servelab.core.store import RunStore
 from servelab.core.summary import inter_chunk_gaps_ms, output_tokens, tpot_ms, ttft_ms
+from servelab.load.scenarios import load_scenario
 
 HERE = Path(__file__).resolve().parent
 

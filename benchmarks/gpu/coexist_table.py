@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from servelab.coexist import stored_result
-from servelab.coexist.plot import plot_intervals
 from servelab.core.store import RunStore
+from servelab.report import plot_intervals
 
 
 def _f(value: float | None, digits: int = 1) -> str:

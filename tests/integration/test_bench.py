@@ -68,7 +68,7 @@ def test_cold_then_warm_prefix_verified_by_cached_tokens(engine: EngineState, st
 
 def test_slo_search_on_the_engine(engine: EngineState, store: RunStore) -> None:
     from servelab.bench import SLO, search_slo
-    from servelab.bench.scenarios import load_scenario
+    from servelab.load.scenarios import load_scenario
 
     targets = resolve_targets([("embedded", engine.url)])
     load = Load(requests=2, max_tokens=8, warmup=0)
@@ -81,7 +81,7 @@ def test_slo_search_on_the_engine(engine: EngineState, store: RunStore) -> None:
 
 def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: RunStore) -> None:
     from servelab.bench import SLO, search_slo
-    from servelab.bench.scenarios import load_scenario
+    from servelab.load.scenarios import load_scenario
 
     targets = resolve_targets([("embedded", engine.url)])
     load = Load(requests=2, max_tokens=4, warmup=0, arrival="constant")

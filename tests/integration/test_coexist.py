@@ -20,15 +20,10 @@ from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
 from servelab.coexist.playback import Utterance
 from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec, parse_wav_header
 from servelab.core.store import RunStore
+from servelab.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "Streaming speech arrives in pieces, and every piece must come before the last one has been played."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +32,7 @@ def tts_url() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("espeak-ng is missing; `make test` installs it", pytrace=False)
         pytest.skip("espeak-ng is not installed (apt-get install espeak-ng)")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tests.fixtures.espeak_tts", "--port", str(port)], cwd=ROOT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -4,7 +4,6 @@ key) as the external API."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.embedded import EngineState
 from servelab.gateway import Gateway, running
 from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
+from servelab.testing import free_port
 from tests.integration.conftest import EXTERNAL_KEY_ENV
 
 ADMIN = {"Authorization": "Bearer admin-key"}
@@ -32,12 +32,6 @@ def metric(text: str, name: str) -> float | None:
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from servelab.bench.runner import fit_filler, token_counter
-from servelab.engines.client import ClientOptions, StreamClient, api_base
+from servelab.core.urls import api_base
+from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.embedded import EngineState
+from servelab.load.runner import fit_filler, token_counter
 from tests.integration.test_gateway import ADMIN, CHAT, config, free_port, metric, serve
 
 

@@ -4,11 +4,11 @@ from pathlib import Path
 import pytest
 
 from servelab.bench.compare import side_by_side
-from servelab.bench.metrics import Sample, derive, parse_metrics
-from servelab.bench.scenarios import expand, load_scenario, read_prompts
+from servelab.bench.metrics import Sample, derive, engine_values
 from servelab.cli import main
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
+from servelab.load.scenarios import expand, load_scenario, read_prompts
 
 EXPOSITION = """# HELP vllm:num_requests_running Number of requests running.
 # TYPE vllm:num_requests_running gauge
@@ -25,20 +25,20 @@ python_gc_objects_collected_total{generation="0"} 5.0
 
 
 def test_metrics_parser_keeps_engine_series_only() -> None:
-    values = parse_metrics(EXPOSITION % (10, 4, 2))
+    values = engine_values(EXPOSITION % (10, 4, 2))
     assert values["vllm:num_requests_running"] == 3.0
     assert not any(k.startswith("python_") for k in values)
 
 
 def test_speculative_decoding_acceptance_and_the_zero_flag() -> None:
     good = derive(
-        [Sample(0, parse_metrics(EXPOSITION % (100, 40, 20))), Sample(1, parse_metrics(EXPOSITION % (400, 160, 80)))]
+        [Sample(0, engine_values(EXPOSITION % (100, 40, 20))), Sample(1, engine_values(EXPOSITION % (400, 160, 80)))]
     )
     assert good["spec_acceptance_rate"] == pytest.approx(120 / 300)
     assert good["spec_mean_accepted_length"] == pytest.approx(1 + 120 / 60)
     assert good["spec_warning"] is None and good["running_max"] == 3.0
     dead = derive(
-        [Sample(0, parse_metrics(EXPOSITION % (100, 0, 20))), Sample(1, parse_metrics(EXPOSITION % (400, 0, 80)))]
+        [Sample(0, engine_values(EXPOSITION % (100, 0, 20))), Sample(1, engine_values(EXPOSITION % (400, 0, 80)))]
     )
     assert dead["spec_acceptance_rate"] == 0 and "acceptance 0.00" in dead["spec_warning"]
 
@@ -103,7 +103,7 @@ def test_bench_cli_rejects_a_bad_target(capsys: pytest.CaptureFixture[str]) -> N
 def test_prefix_is_fitted_with_the_targets_token_count() -> None:
     import asyncio
 
-    from servelab.bench.runner import fit_filler
+    from servelab.load.runner import fit_filler
 
     async def count(text: str) -> int:  # a tokenizer giving 2.1 tokens per word
         return int(len(text.split()) * 2.1)
@@ -121,8 +121,8 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
     """The fixture's stall mode never finishes a stream: requests pile up until the cap stops the run."""
     import asyncio
 
-    from servelab.bench.runner import Load, ScenarioRun, Target
-    from servelab.bench.scenarios import load_scenario
+    from servelab.load.runner import Load, ScenarioRun, Target
+    from servelab.load.scenarios import load_scenario
 
     target = Target("fx", f"{fixture_server}/stall", "fixture")
     load = Load(requests=50, rate=200.0, arrival="constant", warmup=0, max_in_flight=5, fixed_output="off")
@@ -141,8 +141,8 @@ def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
     """With --no-unique-prefix a file prompt goes out as the bare user message, as other tools send it."""
     import asyncio
 
-    from servelab.bench.runner import Load, ScenarioRun, Target, payload
-    from servelab.bench.scenarios import Scenario
+    from servelab.load.runner import Load, ScenarioRun, Target, payload
+    from servelab.load.scenarios import Scenario
 
     scenario = Scenario(name="f", prompts=("hello there",))
     plain = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(unique_prefix=False), lambda r: None)

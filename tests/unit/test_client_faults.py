@@ -1,12 +1,12 @@
 """The client against the SSE fixture server: faults a real engine cannot produce on demand."""
 
 import asyncio
-import socket
 
 import pytest
 
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
+from servelab.testing import free_port
 
 BODY = {"model": "fixture", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
@@ -14,12 +14,6 @@ BODY = {"model": "fixture", "messages": [{"role": "user", "content": "hi"}], "ma
 def send(url: str, mode: str, read_timeout: float = 5.0, endpoint: str = "chat") -> RequestRecord:
     client = StreamClient(f"{url}/{mode}", options=ClientOptions(read_timeout=read_timeout, connect_timeout=2))
     return asyncio.run(client.send(endpoint, dict(BODY)))  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_connection_refused() -> None:

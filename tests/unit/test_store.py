@@ -103,3 +103,13 @@ def test_a_killed_run_keeps_what_it_wrote(store_path: Path) -> None:
     assert len(records) >= 20
     assert [r.request_id for r in records] == [f"r{i}" for i in range(len(records))]
     assert info.status == STATUS_RUNNING and info.finished_at is None
+
+
+def test_tests_run_with_an_isolated_home_and_store(isolated_home: Path, isolated_store: Path) -> None:
+    """The autouse fixtures: a test's default store and servelab home are never the user's."""
+    from servelab.core.paths import servelab_home
+    from servelab.core.store import default_store_path
+
+    assert servelab_home() == isolated_home and default_store_path() == isolated_store
+    assert Path.home() / ".servelab" not in (isolated_home, isolated_store.parent)
+    assert (isolated_home / "models").is_symlink()  # the converted model is shared, nothing else

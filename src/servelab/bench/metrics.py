@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from servelab.engines.control import AsyncEngineAPI
+from servelab.engines.prometheus import parse_exposition, summed
 
 PREFIXES = ("vllm:", "sglang:", "llamacpp:")
 
@@ -48,14 +50,9 @@ class Sample:
     values: dict[str, float]  # sample name (labels summed) -> value
 
 
-def parse_metrics(text: str) -> dict[str, float]:
+def engine_values(text: str) -> dict[str, float]:
     """Engine series from a Prometheus exposition, summed over labels."""
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.startswith(PREFIXES) and not sample.name.endswith(("_bucket", "_created")):
-                out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
-    return out
+    return summed(parse_exposition(text), PREFIXES)
 
 
 def figure(values: dict[str, float], name: str) -> float | None:
@@ -67,9 +64,9 @@ def figure(values: dict[str, float], name: str) -> float | None:
 
 @dataclass
 class Scraper:
-    """Background task: GET /metrics every ``interval`` seconds until stopped."""
+    """Background task: the target's /metrics every ``interval`` seconds until stopped."""
 
-    url: str
+    url: str  # the target (any form: its server root or its /v1)
     interval: float = 0.5
     samples: list[Sample] = field(default_factory=list)
     error: str | None = None
@@ -85,28 +82,33 @@ class Scraper:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             await asyncio.sleep(min(self.interval, 0.5))
-            async with httpx.AsyncClient(timeout=5.0) as http:
-                await self.scrape_once(http)
+            api = AsyncEngineAPI(self.url, timeout=5.0)
+            try:
+                await self.scrape_once(api)
+            finally:
+                await api.aclose()
         return self.samples
 
     async def _loop(self) -> None:
-        async with httpx.AsyncClient(timeout=5.0) as http:
+        api = AsyncEngineAPI(self.url, timeout=5.0)
+        try:
             while True:
-                await self.scrape_once(http)
+                await self.scrape_once(api)
                 await asyncio.sleep(self.interval)
+        finally:
+            await api.aclose()
 
-    async def scrape_once(self, http: httpx.AsyncClient) -> None:
+    async def scrape_once(self, api: AsyncEngineAPI) -> None:
         before = time.perf_counter_ns()
         try:
-            resp = await http.get(self.url)
-            values = parse_metrics(resp.text) if resp.status_code == 200 else {}
+            status, samples = await api.metrics()
         except (httpx.HTTPError, ValueError) as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             return
-        if values:
+        if values := summed(samples, PREFIXES):
             self.samples.append(Sample((before + time.perf_counter_ns()) // 2, values))
         elif self.error is None:
-            self.error = f"HTTP {resp.status_code} or no engine series at {self.url}"
+            self.error = f"HTTP {status} or no engine series at {api.root}/metrics"
 
 
 def _delta(samples: list[Sample], name: str) -> float | None:

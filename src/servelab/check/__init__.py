@@ -1,0 +1,13 @@
+"""servelab check: plan, bench, eval and coexist on one target, then one report."""
+
+from servelab.check.full import (
+    STEPS,
+    CheckOptions,
+    StepResult,
+    default_report_path,
+    failure_notes,
+    report_runs,
+    run_check,
+)
+
+__all__ = ["STEPS", "CheckOptions", "StepResult", "default_report_path", "failure_notes", "report_runs", "run_check"]

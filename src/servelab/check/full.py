@@ -10,8 +10,9 @@ from typing import Any
 
 from servelab.bench import Load, Target, expand, run_bench
 from servelab.core.errors import ServelabError, UsageError
-from servelab.core.manifest import build_manifest
+from servelab.core.recorder import recording
 from servelab.core.store import STATUS_COMPLETE, RunStore
+from servelab.engines.manifest import build_manifest
 
 STEPS = ("plan", "bench", "eval", "coexist")
 
@@ -78,8 +79,7 @@ def _latest_failed(store: RunStore, step: str) -> str | None:
 
 
 def _plan(store: RunStore, options: CheckOptions) -> str:
-    from servelab.cli.plan import parse_alongside, parse_tokens
-    from servelab.plan import PlanRequest, gpu, make_plan, resolve_model
+    from servelab.plan import PlanRequest, gpu, make_plan, parse_alongside, parse_tokens, resolve_model
 
     card = gpu(options.gpu)
     request = PlanRequest(
@@ -94,10 +94,9 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
     )
     result = make_plan(resolve_model(str(options.model_config)), request)
     args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
-    run_id = store.create_run("plan", build_manifest("plan", args, {}))
-    store.put_summary(run_id, "plan", result.to_dict())
-    store.finish_run(run_id, STATUS_COMPLETE)
-    return run_id
+    with recording(store, "plan", build_manifest("plan", args, {})) as run:
+        run.summary("plan", result.to_dict())
+    return run.run_id
 
 
 def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
@@ -113,8 +112,7 @@ def _eval(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> 
 
 
 def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
-    from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
-    from servelab.coexist.probes import WorkerProbe
+    from servelab.coexist import CoexistOptions, LlmLoad, WorkerProbe, run_coexist
 
     probe = WorkerProbe(_probe_spec())
     load = LlmLoad(decode_streams=2, decode_tokens=options.max_tokens, prefill_tokens=1500)
@@ -127,7 +125,7 @@ def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) 
 
 def _probe_spec() -> Any:
     """The GPU probe where torch sees a GPU, else the CPU one."""
-    from servelab.coexist.probes import WorkerSpec
+    from servelab.coexist import WorkerSpec
 
     try:
         import torch

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,24 @@ StoreOption = typer.Option(None, "--store", help="Run store file (default: $SERV
 JsonOption = typer.Option(False, "--json", help="Print JSON for a machine instead of tables.")
 
 
+_CONSOLES: list[Console] = []
+
+
 def console() -> Console:
-    return Console(highlight=False)
+    """The one console of this invocation (made by :func:`servelab.cli.main`, or here on first use)."""
+    if not _CONSOLES:
+        _CONSOLES.append(Console(highlight=False))
+    return _CONSOLES[-1]
+
+
+@contextmanager
+def using_console(out: Console) -> Iterator[Console]:
+    """Every command inside writes to ``out`` (a test gives a recording console of a fixed width)."""
+    _CONSOLES.append(out)
+    try:
+        yield out
+    finally:
+        _CONSOLES.remove(out)
 
 
 def open_store(path: Path | None) -> RunStore:

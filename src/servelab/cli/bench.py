@@ -14,6 +14,7 @@ from rich.table import Table
 from servelab.bench import (
     SLO,
     Load,
+    Row,
     Scenario,
     Target,
     at_levels,
@@ -21,11 +22,12 @@ from servelab.bench import (
     expand,
     parse_slo,
     resolve_targets,
+    rows_to_dicts,
     run_bench,
     scenario_names,
     search_slo,
+    side_by_side,
 )
-from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord

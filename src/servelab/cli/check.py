@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from servelab.bench import resolve_targets
-from servelab.check.full import (
+from servelab.check import (
     STEPS,
     CheckOptions,
     StepResult,

@@ -10,8 +10,18 @@ from rich.table import Table
 
 from servelab.bench import resolve_targets
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
-from servelab.coexist import CoexistOptions, CoexistResult, LlmLoad, parse_sharing, run_coexist
-from servelab.coexist.probes import AudioFormat, HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
+from servelab.coexist import (
+    AudioFormat,
+    CoexistOptions,
+    CoexistResult,
+    HttpAudioProbe,
+    LlmLoad,
+    Probe,
+    WorkerProbe,
+    WorkerSpec,
+    parse_sharing,
+    run_coexist,
+)
 from servelab.core.errors import UsageError
 
 # The stand-in's sizes: "0.6b" is shaped like a 0.6B streaming TTS decoder (28 layers of 1024); "small" fits a CPU.
@@ -92,7 +102,7 @@ def coexist(
             db, the_probe, targets[0] if targets else None, options, args=_args(locals()), progress=progress
         )
     if plot:
-        from servelab.coexist.plot import plot_intervals
+        from servelab.report import plot_intervals
 
         plot = plot_intervals(result, plot)  # None: no chunk arrived, nothing drawn
     if json_out:

@@ -11,9 +11,20 @@ from rich.table import Table
 from servelab.bench import resolve_targets
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
 from servelab.core.errors import UsageError
-from servelab.eval import EvalOptions, EvalResult, builtin_suites, load_items, regrade, run_eval
-from servelab.eval.repair import AgentLimits, RepoResult, builtin_tasks, load_task, run_repo
-from servelab.eval.sandbox import sandbox_kind
+from servelab.eval import (
+    AgentLimits,
+    EvalOptions,
+    EvalResult,
+    RepoResult,
+    builtin_suites,
+    builtin_tasks,
+    load_items,
+    load_task,
+    regrade,
+    run_eval,
+    run_repo,
+    sandbox_kind,
+)
 
 CODE_SUITES = ("code", "repo")
 FULL = ("quick", "strict", "tools", "code", "needle", "repo")

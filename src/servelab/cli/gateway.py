@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from servelab.cli._common import console
-from servelab.gateway.config import load_config
+from servelab.gateway import load_config
 
 
 def gateway(
@@ -23,7 +23,7 @@ def gateway(
     ),
 ) -> None:
     """An OpenAI-compatible proxy that keeps voice safe: long prefills go external while realtime is active."""
-    from servelab.gateway.run import default_workers, run
+    from servelab.gateway import default_workers, run
 
     settings = load_config(config)
     updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}

@@ -8,30 +8,23 @@ import typer
 from rich.table import Table
 
 from servelab.cli._common import JsonOption, console, print_json
-from servelab.core.errors import UsageError
-from servelab.plan import GPUS, PlanRequest, gpu, make_plan, parse_size, preset_names, resolve_model
-from servelab.plan.budget import Plan, compare_with
-from servelab.plan.calibrate import Comparison, read_reported
-from servelab.plan.quant import GIB, QUANTS
-
-
-def parse_tokens(text: str) -> int:
-    """'64k' → 65536, '128K' → 131072, '32768' → 32768."""
-    t = text.strip().lower()
-    try:
-        return int(float(t[:-1]) * 1024) if t.endswith("k") else int(t)
-    except ValueError:
-        raise UsageError(f"cannot read a token count from {text!r}", hint="like 64k or 32768") from None
-
-
-def parse_alongside(items: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for item in items:
-        name, sep, size = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--alongside wants NAME=SIZE (like tts=7GiB), got {item!r}")
-        out[name] = parse_size(size)
-    return out
+from servelab.plan import (
+    GIB,
+    GPUS,
+    QUANTS,
+    Comparison,
+    Plan,
+    PlanRequest,
+    compare_with,
+    gpu,
+    make_plan,
+    parse_alongside,
+    parse_size,
+    parse_tokens,
+    preset_names,
+    read_reported,
+    resolve_model,
+)
 
 
 def plan(

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
 from servelab.core.export import export_run
-from servelab.report.console import summary_table
+from servelab.report import summary_table
 
 app = typer.Typer(help="Stored runs: list, show, export.", no_args_is_help=True)
 
@@ -35,6 +35,7 @@ def list_runs(
                     "kind": r.kind,
                     "created_at": r.created_at,
                     "status": r.status,
+                    "error": r.error,
                     "records": r.record_count,
                 }
                 for r in runs
@@ -43,7 +44,8 @@ def list_runs(
         return
     table = Table("run", "kind", "started", "status", "records")
     for r in runs:
-        table.add_row(r.run_id, r.kind, _when(r.created_at), r.status, str(r.record_count))
+        status = f"{r.status}: {r.error}" if r.error else r.status
+        table.add_row(r.run_id, r.kind, _when(r.created_at), status, str(r.record_count))
     console().print(table)
 
 

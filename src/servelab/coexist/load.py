@@ -8,10 +8,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from servelab.bench.runner import Load, ScenarioRun, Target, fit_filler, token_counter
-from servelab.bench.scenarios import Scenario
 from servelab.core.records import RequestRecord
-from servelab.engines.client import api_base
+from servelab.core.urls import api_base
+from servelab.load.runner import Load, ScenarioRun, Target, fit_filler, token_counter
+from servelab.load.scenarios import Scenario
 
 CONDITIONS = ("alone", "decode", "prefill", "both")
 

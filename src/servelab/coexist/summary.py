@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servelab.coexist.playback import Utterance, play
-from servelab.coexist.stats import quantile_interval
+from servelab.core.stats import quantile_interval
 
 MS = 1000.0
 

@@ -44,6 +44,8 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, name)
     );
     """,
+    # 2: what stopped a failed run, said once at its finish
+    "ALTER TABLE runs ADD COLUMN error TEXT;",
 )
 
 STATUS_RUNNING = "running"
@@ -66,6 +68,7 @@ class RunInfo:
     status: str
     manifest: dict[str, Any]
     record_count: int
+    error: str | None = None  # what stopped it, for a failed run
 
 
 class RunStore:
@@ -135,14 +138,18 @@ class RunStore:
             (run_id, name, json.dumps(data)),
         )
 
-    def finish_run(self, run_id: str, status: str = STATUS_COMPLETE) -> None:
-        self._db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id))
+    def finish_run(self, run_id: str, status: str = STATUS_COMPLETE, error: str | None = None) -> None:
+        self._db.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",
+            (status, time.time(), error, run_id),
+        )
 
     # -- reading -----------------------------------------------------------------------------
     def list_runs(self, limit: int | None = None) -> list[RunInfo]:
         sql = (
             "SELECT r.run_id, r.kind, r.created_at, r.finished_at, r.status, r.manifest, "
-            "(SELECT COUNT(*) FROM records x WHERE x.run_id = r.run_id) FROM runs r ORDER BY r.created_at DESC"
+            "(SELECT COUNT(*) FROM records x WHERE x.run_id = r.run_id), r.error FROM runs r "
+            "ORDER BY r.created_at DESC"
         )
         rows = self._db.execute(sql + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
         return [_run_info(row) for row in rows]
@@ -173,5 +180,5 @@ class RunStore:
 
 
 def _run_info(row: Sequence[Any]) -> RunInfo:
-    run_id, kind, created, finished, status, manifest, count = row
-    return RunInfo(run_id, kind, created, finished, status, json.loads(manifest), int(count))
+    run_id, kind, created, finished, status, manifest, count, error = row
+    return RunInfo(run_id, kind, created, finished, status, json.loads(manifest), int(count), error)

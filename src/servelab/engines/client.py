@@ -13,10 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
-
-from servelab.core.errors import ServelabError
 from servelab.core.records import ErrorClass, RequestRecord
+from servelab.core.urls import api_base
 from servelab.engines.interpret import StreamInterpreter
 from servelab.engines.sse import SSEDecoder
 from servelab.engines.transport import (
@@ -39,25 +37,6 @@ class ClientOptions:
     read_timeout: float = 120.0  # longest silence allowed between bytes
     include_usage: bool = True
     api_key: str | None = None
-
-
-def api_base(url: str) -> str:
-    """``http://host:8000``, ``.../v1`` or ``.../v1/`` → ``http://host:8000/v1``."""
-    url = url.rstrip("/")
-    return url if url.endswith("/v1") else url + "/v1"
-
-
-def discover_model(url: str, timeout: float = 10.0) -> str:
-    """The first model the target serves."""
-    try:
-        resp = httpx.get(api_base(url) + "/models", timeout=timeout)
-        resp.raise_for_status()
-        models = resp.json().get("data") or []
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ServelabError(f"cannot list models at {url}: {exc}") from exc
-    if not models:
-        raise ServelabError(f"{url} serves no models")
-    return str(models[0]["id"])
 
 
 class StreamClient:

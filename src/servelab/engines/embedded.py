@@ -21,10 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
-
 from servelab.core.errors import EngineError
 from servelab.core.paths import servelab_home
+from servelab.engines.control import EngineAPI
 
 MODEL_NAME = "smollm2-135m-instruct"
 DEFAULT_PORT = 8765
@@ -105,10 +104,7 @@ def port_free(host: str, port: int) -> bool:
 
 
 def healthy(url: str, timeout: float = 2.0) -> bool:
-    try:
-        return httpx.get(url + "/health", timeout=timeout).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return EngineAPI(url, timeout=timeout).healthy()
 
 
 class EmbeddedEngine:

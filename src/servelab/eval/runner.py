@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servelab.bench.runner import Target, token_counter
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.eval import backends
@@ -17,6 +16,7 @@ from servelab.eval.needle import fit_needle
 from servelab.eval.replay import agreement
 from servelab.eval.sandbox import Limits
 from servelab.eval.stats import Graded
+from servelab.load.runner import Target, token_counter
 
 
 @dataclass(frozen=True)

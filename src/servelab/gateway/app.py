@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from servelab.engines.control import TOKENIZE, token_count
 from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
@@ -108,9 +109,9 @@ class Gateway:
         payload: dict[str, Any] = {k: body[k] for k in ("messages", "prompt", "tools") if k in body}
         payload["model"] = body.get("model", "")
         try:
-            status, data = await self.clients[LOCAL].post("/tokenize", orjson.dumps(payload), 10, root=True)
-            return int(orjson.loads(data)["count"]) if status == 200 else None
-        except (UpstreamError, TimeoutError, ValueError, KeyError, TypeError):
+            status, data = await self.clients[LOCAL].post(TOKENIZE, orjson.dumps(payload), 10, root=True)
+            return token_count(status, orjson.loads(data) if status == 200 else None)
+        except (UpstreamError, TimeoutError, ValueError):
             return None
 
     # ---- requests --------------------------------------------------------------------------------------

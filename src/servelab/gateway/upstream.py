@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.engines.client import api_base
+from servelab.core.urls import api_base
 from servelab.gateway.body import dumps
 from servelab.gateway.client import HttpClient, UpstreamError, UpstreamResponse
 from servelab.gateway.config import GatewayConfig, Upstream

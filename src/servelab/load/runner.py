@@ -10,11 +10,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import httpx
-
-from servelab.bench.scenarios import Scenario, filler_text
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
+from servelab.engines.control import AsyncEngineAPI
+from servelab.load.scenarios import Scenario, filler_text
 
 Sink = Callable[[RequestRecord], None]
 
@@ -204,15 +203,13 @@ class ScenarioRun:
 
 def token_counter(api_base_url: str, model: str) -> Callable[[str], Awaitable[int | None]]:
     """Counts tokens with the server's own /tokenize; the count is None where the server has none."""
-    url = api_base_url.removesuffix("/v1") + "/tokenize"
 
     async def count(text: str) -> int | None:
-        async with httpx.AsyncClient(timeout=60) as http:
-            try:
-                resp = await http.post(url, json={"model": model, "prompt": text})
-                return int(resp.json()["count"]) if resp.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
-                return None
+        api = AsyncEngineAPI(api_base_url, timeout=60)
+        try:
+            return await api.tokens(model, text)
+        finally:
+            await api.aclose()
 
     return count
 

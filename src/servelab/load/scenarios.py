@@ -77,7 +77,7 @@ def filler_text(approx_tokens: int, seed: str = "", *, lines: int | None = None)
 
 
 def _builtin() -> dict[str, dict[str, Any]]:
-    text = (resources.files("servelab.bench") / "scenarios.json").read_text()
+    text = (resources.files("servelab.load") / "scenarios.json").read_text()
     data: dict[str, dict[str, Any]] = json.loads(text)
     return data
 

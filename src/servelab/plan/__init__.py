@@ -1,24 +1,33 @@
 """servelab plan: will this model fit this GPU, at this context and concurrency, next to other services?"""
 
-from servelab.plan.budget import Plan, PlanRequest, make_plan
+from servelab.plan.budget import Plan, PlanRequest, compare_with, make_plan
+from servelab.plan.calibrate import Comparison, read_reported
 from servelab.plan.config import UnknownArchitecture, spec_from_config
-from servelab.plan.gpus import GPUS, gpu, parse_size
+from servelab.plan.gpus import GPUS, gpu, parse_alongside, parse_size, parse_tokens
+from servelab.plan.quant import GIB, QUANTS
 from servelab.plan.resolve import preset_names, resolve_model
 from servelab.plan.spec import CacheLayer, ModelSpec
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
 
 __all__ = [
+    "GIB",
     "GPUS",
+    "QUANTS",
     "CacheLayer",
+    "Comparison",
     "ModelSpec",
     "Plan",
     "PlanRequest",
     "UnknownArchitecture",
     "VllmOptions",
+    "compare_with",
     "gpu",
     "make_plan",
+    "parse_alongside",
     "parse_size",
+    "parse_tokens",
     "preset_names",
+    "read_reported",
     "resolve_model",
     "spec_from_config",
     "vllm_layout",

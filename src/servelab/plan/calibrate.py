@@ -9,6 +9,8 @@ from pathlib import Path
 import httpx
 
 from servelab.core.errors import UsageError
+from servelab.engines.control import METRICS, EngineAPI
+from servelab.engines.prometheus import info_labels, parse_exposition
 from servelab.plan.quant import GIB
 
 _SIZE = re.compile(r"(GPU|CPU|XPU)[^\n]*KV cache size: ([\d,]+) tokens")
@@ -16,7 +18,6 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:
 _AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
-_INFO = re.compile(r"^vllm:cache_config_info\{(.*)\}", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +53,14 @@ def parse_log(text: str, source: str = "log") -> Reported:
     )
 
 
-def parse_metrics(text: str, source: str = "/metrics") -> Reported:
+def reported_from_metrics(text: str, source: str = "/metrics") -> Reported:
     """vLLM's ``cache_config_info`` gauge: num_gpu_blocks and block_size."""
-    match = _INFO.search(text)
-    if not match:
+    try:
+        labels = info_labels(parse_exposition(text), "vllm:cache_config_info")
+    except ValueError:
+        labels = None
+    if labels is None:
         raise UsageError(f"no vllm:cache_config_info in {source}: is it a vLLM server?")
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
     blocks = labels.get("num_gpu_blocks")
     block_size = labels.get("block_size")
     return Reported(
@@ -69,12 +72,12 @@ def parse_metrics(text: str, source: str = "/metrics") -> Reported:
 
 def read_reported(where: str) -> Reported:
     if where.startswith(("http://", "https://")):
-        url = where.rstrip("/").removesuffix("/v1")
+        api = EngineAPI(where)
         try:
-            text = httpx.get(url + "/metrics", timeout=10).text
+            text = api.metrics_text()
         except httpx.HTTPError as exc:
-            raise UsageError(f"cannot read {url}/metrics: {exc}") from exc
-        return parse_metrics(text, url + "/metrics")
+            raise UsageError(f"cannot read {api.root}{METRICS}: {exc}") from exc
+        return reported_from_metrics(text, api.root + METRICS)
     path = Path(where)
     try:
         return parse_log(path.read_text(errors="replace"), str(path))

@@ -88,3 +88,22 @@ def parse_size(text: str) -> int:
             except ValueError:
                 break
     raise UsageError(f"cannot read a size from {text!r}", hint="write it like 96GiB, 80GB or 512MiB")
+
+
+def parse_tokens(text: str) -> int:
+    """'64k' → 65536, '128K' → 131072, '32768' → 32768."""
+    t = text.strip().lower()
+    try:
+        return int(float(t[:-1]) * 1024) if t.endswith("k") else int(t)
+    except ValueError:
+        raise UsageError(f"cannot read a token count from {text!r}", hint="like 64k or 32768") from None
+
+
+def parse_alongside(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, size = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--alongside wants NAME=SIZE (like tts=7GiB), got {item!r}")
+        out[name] = parse_size(size)
+    return out

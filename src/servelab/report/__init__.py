@@ -1,27 +1,7 @@
 """servelab report: stored runs as one self-contained HTML file (or Markdown), side by side."""
 
-from __future__ import annotations
+from servelab.report.coexist_plots import plot_intervals
+from servelab.report.console import summary_table
+from servelab.report.write import build_sections, write_report
 
-from collections.abc import Sequence
-from pathlib import Path
-
-from servelab.core.store import RunStore
-from servelab.report.model import Section
-from servelab.report.render import to_html, to_markdown
-from servelab.report.sections import section
-
-__all__ = ["build_sections", "write_report"]
-
-
-def build_sections(store: RunStore, run_ids: Sequence[str]) -> list[Section]:
-    return [section(store, store.get_run(r)) for r in run_ids]
-
-
-def write_report(
-    store: RunStore, run_ids: Sequence[str], out: Path, *, markdown: bool = False, notes: Sequence[str] = ()
-) -> Path:
-    sections = build_sections(store, run_ids)
-    text = to_markdown(sections, notes=notes) if markdown else to_html(sections, notes=notes)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out
+__all__ = ["build_sections", "plot_intervals", "summary_table", "write_report"]

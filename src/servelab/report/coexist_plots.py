@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 from servelab.coexist import CoexistResult
+from servelab.report.plots import survival
 
 
 def sharing_text(sharing: dict[str, object]) -> str:
@@ -30,8 +31,6 @@ def plot_intervals(result: CoexistResult, path: Path) -> Path | None:
 
 def interval_png(result: CoexistResult) -> bytes | None:
     """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
-    from servelab.report.plots import survival
-
     gaps = {
         figs.condition: [
             (b.arrived_s - a.arrived_s) * 1000

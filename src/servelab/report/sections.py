@@ -225,7 +225,7 @@ def _repo(out: Section, repo: dict[str, Any]) -> None:
 # ---- coexist -----------------------------------------------------------------------------------------------
 def _coexist(out: Section, store: RunStore, info: RunInfo, summaries: dict[str, Any]) -> None:
     from servelab.coexist import stored_result
-    from servelab.coexist.plot import interval_png, sharing_text
+    from servelab.report.coexist_plots import interval_png, sharing_text
 
     result = stored_result(store, info.run_id)
     listeners = [lf.lookahead_ms for lf in result.conditions[0].listeners] if result.conditions else []

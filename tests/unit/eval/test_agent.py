@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from servelab.bench.runner import Target
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
 from servelab.eval.repair import AgentLimits, Policy, load_task, run_repo
+from servelab.load.runner import Target
 from tests.unit.eval.needs_bwrap import require_bwrap
 
 require_bwrap()

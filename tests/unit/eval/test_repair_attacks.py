@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from servelab.bench.runner import Target
 from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
 from servelab.eval.repair import AgentLimits, Attempt, load_task, run_repo
 from servelab.eval.sandbox import Limits
+from servelab.load.runner import Target
 from servelab.report import build_sections
 from tests.fixtures.scripted_agent import Turn, serve_agents
 from tests.unit.eval.needs_bwrap import require_bwrap

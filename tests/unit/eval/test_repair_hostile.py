@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from servelab.bench.runner import Target
 from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
 from servelab.eval.repair import AgentLimits, Workspace, grade_workdir, load_task, remove_tree, run_repo
 from servelab.eval.sandbox import Limits, fresh_copy, pytest_lib
+from servelab.load.runner import Target
 from tests.fixtures.scripted_agent import serve_agents
 from tests.unit.eval.needs_bwrap import require_bwrap
 

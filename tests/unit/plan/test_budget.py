@@ -7,7 +7,7 @@ import pytest
 
 from servelab.cli import main
 from servelab.plan import PlanRequest, gpu, make_plan, parse_size, resolve_model
-from servelab.plan.calibrate import parse_log, parse_metrics
+from servelab.plan.calibrate import parse_log, reported_from_metrics
 from servelab.plan.resolve import safetensors_bytes
 
 GIB = 2**30
@@ -89,7 +89,7 @@ def test_calibration_log_and_metrics_parsers() -> None:
     )
     r = parse_log(log)
     assert (r.tokens, r.max_model_len, r.max_concurrency) == (319_254, 32_768, 9.74)
-    m = parse_metrics('vllm:cache_config_info{block_size="128",num_gpu_blocks="728",x="y"} 1.0\n')
+    m = reported_from_metrics('vllm:cache_config_info{block_size="128",num_gpu_blocks="728",x="y"} 1.0\n')
     assert (m.num_blocks, m.block_size) == (728, 128)
 
 

@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.bench.runner import Target
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.eval.repair.workspace import Workspace
 from servelab.eval.sandbox import Limits
+from servelab.load.runner import Target
 
 
 def _tool(name: str, description: str, **params: str) -> dict[str, Any]:

@@ -9,16 +9,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servelab.bench.runner import Target
-from servelab.core.manifest import build_manifest
+from servelab.core.recorder import recording
 from servelab.core.records import RequestRecord
 from servelab.core.stats import wilson_interval
-from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.core.store import RunStore
+from servelab.engines.manifest import build_manifest
 from servelab.eval.grade import Outcome
 from servelab.eval.repair.agent import AgentLimits, Policy, Trajectory, chat_policy, run_agent
 from servelab.eval.repair.grader import RepoGrade, grade_workdir
 from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import Workspace, agent_folder
+from servelab.load.runner import Target
 
 PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], str], Policy]
 
@@ -67,27 +68,21 @@ def run_repo(
     limits = limits or AgentLimits()
     make_policy = policy or _default_policy(limits.shell.timeout_s * 2)
     extra = {"task": task.name, "sandbox": kind, "repeats": repeats, "limits": asdict(limits)}
-    run_id = store.create_run("eval", build_manifest("eval", args or {}, {t.name: t.url for t in targets}, extra))
-    result = RepoResult(run_id)
-    status = STATUS_FAILED
-    try:
+    manifest = build_manifest("eval", args or {}, {t.name: t.url for t in targets}, extra)
+    with recording(store, "eval", manifest) as run:
+        result = RepoResult(run.run_id)
         for target in targets:
             for repeat in range(repeats):
                 label = f"repo/{task.name}#{repeat}"
-                sink = lambda r, rid=run_id: store.add_record(rid, r)  # noqa: E731
-                attempt = _attempt(task, target, repeat, kind, limits, make_policy(target, sink, label))
+                attempt = _attempt(task, target, repeat, kind, limits, make_policy(target, run.sink, label))
                 result.attempts.append(attempt)
-                store.put_summary(
-                    run_id,
+                run.summary(
                     f"repo/{target.name}/{repeat}",
                     {"outcome": attempt.outcome.value, "grade": attempt.grade.to_dict(task),
                      "trajectory": attempt.trajectory.to_dict()},
                 )  # fmt: skip
         result.summary = summarize_repo(task, result.attempts)
-        store.put_summary(run_id, "repo/summary", result.summary)
-        status = STATUS_COMPLETE
-    finally:
-        store.finish_run(run_id, status)
+        run.summary("repo/summary", result.summary)
     return result
 
 

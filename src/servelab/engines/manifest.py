@@ -10,10 +10,8 @@ import subprocess
 import sys
 from typing import Any
 
-import httpx
-
 from servelab._version import __version__
-from servelab.engines.client import api_base
+from servelab.engines.control import EngineAPI
 
 
 def host_info() -> dict[str, Any]:
@@ -53,26 +51,7 @@ def gpu_info() -> list[dict[str, str]]:
 
 def target_info(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """The target's /v1/models, its /version and Server header, where it exposes them."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    info: dict[str, Any] = {"url": base_url}
-    root = api_base(base_url).removesuffix("/v1")
-    with httpx.Client(timeout=timeout, headers=headers) as http:
-        try:
-            resp = http.get(api_base(base_url) + "/models")
-            info["server_header"] = resp.headers.get("server")
-            if resp.status_code == 200:
-                info["models"] = resp.json().get("data", [])
-            else:
-                info["models_error"] = f"HTTP {resp.status_code}"
-        except (httpx.HTTPError, ValueError) as exc:
-            info["models_error"] = str(exc) or type(exc).__name__
-        try:
-            resp = http.get(root + "/version")
-            if resp.status_code == 200:
-                info["server_version"] = resp.json().get("version")
-        except (httpx.HTTPError, ValueError):
-            pass
-    return info
+    return EngineAPI(base_url, api_key=api_key, timeout=timeout).describe().to_dict()
 
 
 def build_manifest(

@@ -1,0 +1,259 @@
+"""Running a bench: targets resolved, scenarios at levels or rates, records stored as they finish, the
+side-by-side summary."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from servelab.bench.compare import Row, rows_to_dicts, side_by_side
+from servelab.bench.metrics import Scraper, derive, series
+from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
+from servelab.core.recorder import RunRecorder, describe
+from servelab.core.records import RequestRecord
+from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.core.summary import summarize
+from servelab.engines.control import discover_model
+from servelab.engines.manifest import build_manifest
+from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target
+from servelab.load.scenarios import Scenario
+
+SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_tokens")
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    results: list[ScenarioResult] = field(default_factory=list)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # target -> derived figures
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return [r for res in self.results for r in res.records]
+
+    @property
+    def warnings(self) -> list[str]:
+        out = [f"{res.target}/{res.scenario}: {w}" for res in self.results for w in res.warnings]
+        out += [f"{res.target}/{res.scenario}: {res.stopped_early}" for res in self.results if res.stopped_early]
+        out += [f"{t}: {m['spec_warning']}" for t, m in self.metrics.items() if m.get("spec_warning")]
+        return out
+
+
+def resolve_targets(specs: Sequence[tuple[str, str]]) -> list[Target]:
+    return [Target(name, url, discover_model(url)) for name, url in specs]
+
+
+async def _run_target_scenario(
+    target: Target,
+    scenario: Scenario,
+    load: Load,
+    sink: Callable[[RequestRecord], None],
+    scrape_interval: float,
+) -> tuple[ScenarioResult, list[Any]]:
+    scraper = Scraper(target.url, interval=scrape_interval)
+    scraper.start()
+    try:
+        result = await ScenarioRun(target, scenario, load, sink).run()
+    finally:
+        samples = await scraper.stop()
+    return result, samples
+
+
+class BenchSession:
+    """One stored run: steps (a scenario on a target) append records, summaries and /metrics samples."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        kind: str,
+        targets: Sequence[Target],
+        manifest_extra: dict[str, Any],
+        args: dict[str, Any] | None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+        scrape_interval: float = 0.5,
+    ) -> None:
+        manifest = build_manifest(kind, args or {}, {t.name: t.url for t in targets}, manifest_extra)
+        self.store, self.scrape_interval = store, scrape_interval
+        self.recorder = RunRecorder(store, kind, manifest, on_record)
+        self.run_id = self.recorder.run_id
+        self.result = BenchResult(self.run_id)
+        self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
+
+    def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
+        if load.prefix_tokens is not None and scenario.prefix_tokens:
+            scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
+        res, got = asyncio.run(_run_target_scenario(target, scenario, load, self.recorder.sink, self.scrape_interval))
+        _warn_unintended_hits(res, scenario, got)
+        self.result.results.append(res)
+        self.samples[target.name] += got
+        for label in sorted({r.scenario for r in res.records}):
+            self.recorder.summary(
+                f"{target.name}/{label}", summarize([r for r in res.records if r.scenario == label]).to_dict()
+            )
+        return res
+
+    @contextmanager
+    def running(self) -> Iterator[BenchSession]:
+        """The steps inside; at the end (a failure too) the metrics, the side-by-side rows and the status."""
+        error: str | None = None
+        try:
+            yield self
+        except BaseException as exc:
+            error = describe(exc)
+            raise
+        finally:
+            self.close(error)
+
+    def close(self, error: str | None = None) -> BenchResult:
+        _store_metrics(self.store, self.run_id, self.result, self.samples)
+        self.result.rows = side_by_side(self.result.records)
+        self.recorder.summary("compare", {"rows": rows_to_dicts(self.result.rows), "warnings": self.result.warnings})
+        self.recorder.finish(STATUS_FAILED if error else STATUS_COMPLETE, error)
+        return self.result
+
+
+def at_levels(scenarios: Sequence[Scenario], levels: Sequence[int]) -> list[Scenario]:
+    """Each scenario once per concurrency level (a sweep), named ``NAME@cN``."""
+    return [replace(s, name=f"{s.name}@c{c}", concurrency=c) for s in scenarios for c in levels]
+
+
+def at_rates(scenarios: Sequence[Scenario], rates: Sequence[float]) -> list[Scenario]:
+    """Each scenario once per open-loop request rate (a rate sweep), named ``NAME@rR``."""
+    return [replace(s, name=f"{s.name}@r{r:g}", rate=r) for s in scenarios for r in rates]
+
+
+def run_bench(
+    store: RunStore,
+    targets: Sequence[Target],
+    scenarios: Sequence[Scenario],
+    load: Load,
+    *,
+    order: str = "interleaved",
+    on_record: Callable[[RequestRecord], None] | None = None,
+    on_step: Callable[[str, str], None] | None = None,
+    scrape_interval: float = 0.5,
+    args: dict[str, Any] | None = None,
+) -> BenchResult:
+    """Every scenario on every target; records stored as they finish, summaries at the end of each step."""
+    session = BenchSession(
+        store,
+        "bench",
+        targets,
+        {"scenarios": [s.name for s in scenarios], "load": asdict(load)},
+        args,
+        on_record,
+        scrape_interval,
+    )
+    steps = (
+        [(t, s) for s in scenarios for t in targets]
+        if order == "interleaved"
+        else [(t, s) for t in targets for s in scenarios]
+    )
+    with session.running():
+        for target, scenario in steps:
+            if on_step:
+                on_step(target.name, scenario.name)
+            session.step(target, scenario, load)
+    return session.result
+
+
+def search_slo(
+    store: RunStore,
+    targets: Sequence[Target],
+    scenario: Scenario,
+    load: Load,
+    slo: SLO,
+    *,
+    limit: float = 64,
+    over: str = "concurrency",
+    start_rate: float = 0.5,
+    on_step: Callable[[str, str], None] | None = None,
+    args: dict[str, Any] | None = None,
+) -> tuple[BenchResult, dict[str, Search]]:
+    """The highest concurrency (or open-loop request rate, ``over="rate"``) at which each target keeps
+    ``slo.attainment`` of its requests within the SLO."""
+    session = BenchSession(
+        store,
+        "bench-slo",
+        targets,
+        {"scenario": scenario.name, "slo": asdict(slo), "load": asdict(load), "over": over},
+        args,
+    )
+    found: dict[str, Search] = {}
+    with session.running():
+        for target in targets:
+            found[target.name] = _search_target(session, target, scenario, load, slo, limit, over, start_rate, on_step)
+            session.recorder.summary(
+                f"slo/{target.name}",
+                {
+                    "best": found[target.name].best,
+                    "over": over,
+                    "tried": found[target.name].tried,
+                    "slo": asdict(slo),
+                },
+            )
+    return session.result, found
+
+
+def _search_target(
+    session: BenchSession,
+    target: Target,
+    scenario: Scenario,
+    load: Load,
+    slo: SLO,
+    limit: float,
+    over: str,
+    start_rate: float,
+    on_step: Callable[[str, str], None] | None,
+) -> Search:
+    def run_step(step: Scenario, step_load: Load) -> list[RequestRecord]:
+        if on_step:
+            on_step(target.name, step.name)
+        return session.step(target, step, step_load).records
+
+    if over == "rate":
+        return search_max_rate(
+            lambda rate: run_step(
+                at_rates([scenario], [rate])[0],
+                replace(load, requests=max(load.requests, math.ceil(4 * rate)), rate=None),
+            ),
+            slo,
+            start_rate,
+            limit,
+        )
+    return search_max_level(
+        lambda level: run_step(
+            at_levels([scenario], [level])[0], replace(load, requests=max(load.requests, 2 * level), concurrency=level)
+        ),
+        slo,
+        int(limit),
+    )
+
+
+def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any]) -> None:
+    """Where the server does not report cached tokens per request, its prefix-cache counters still tell."""
+    if scenario.cache != "cold" or any(r.cached_tokens is not None for r in res.records):
+        return
+    hits = derive(got).get("prefix_hit_rate")
+    if hits:
+        res.warnings.append(f"/metrics counted prefix-cache hits ({hits:.1%} of prompt tokens) during a cold scenario")
+
+
+def _store_metrics(store: RunStore, run_id: str, result: BenchResult, samples: dict[str, list[Any]]) -> None:
+    t0 = min((s.at_ns for got in samples.values() for s in got), default=0)
+    for target, got in samples.items():
+        result.metrics[target] = derive(got)
+        store.put_summary(
+            run_id,
+            f"metrics/{target}",
+            {
+                "derived": result.metrics[target],
+                "t0_ns": t0,
+                "series": {name: series(got, name, t0) for name in SERIES_FIGURES},
+            },
+        )

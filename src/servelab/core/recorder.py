@@ -1,0 +1,62 @@
+"""One stored run from its opening to its finish, for every capability: records go into the store as they
+finish (a run cut short keeps what it measured), named summaries as they are known, and the end says the status
+and, for a failure, what stopped it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from servelab.core.records import RequestRecord
+from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+
+
+class RunRecorder:
+    def __init__(
+        self,
+        store: RunStore,
+        kind: str,
+        manifest: dict[str, Any],
+        on_record: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        self.store, self.on_record = store, on_record
+        self.run_id = store.create_run(kind, manifest)
+        self.finished: str | None = None
+
+    def sink(self, record: RequestRecord) -> None:
+        """Store one finished request (and pass it to ``on_record``: a progress line, a live table)."""
+        self.store.add_record(self.run_id, record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+    def summary(self, name: str, data: dict[str, Any]) -> None:
+        self.store.put_summary(self.run_id, name, data)
+
+    def finish(self, status: str = STATUS_COMPLETE, error: str | None = None) -> None:
+        """Once: later calls keep the first status."""
+        if self.finished is None:
+            self.finished = status
+            self.store.finish_run(self.run_id, status, error)
+
+
+def describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@contextmanager
+def recording(
+    store: RunStore,
+    kind: str,
+    manifest: dict[str, Any],
+    on_record: Callable[[RequestRecord], None] | None = None,
+) -> Iterator[RunRecorder]:
+    """The run is complete when the block ends, failed (with the exception said) when it raises or is
+    interrupted; the exception goes on."""
+    recorder = RunRecorder(store, kind, manifest, on_record)
+    try:
+        yield recorder
+    except BaseException as exc:
+        recorder.finish(STATUS_FAILED, describe(exc))
+        raise
+    recorder.finish(STATUS_COMPLETE)

@@ -1,0 +1,147 @@
+"""One client for an OpenAI-compatible engine's control plane: what it serves (/v1/models), which build
+(/version and the Server header), whether it is up (/health), how many tokens a prompt is (/tokenize) and its
+Prometheus metrics (/metrics). One place knows the paths and which root each hangs off; the gateway, which keeps
+its own pooled transport, takes the paths and the answer readers from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from servelab.core.errors import ServelabError
+from servelab.core.urls import api_base, server_root
+from servelab.engines.prometheus import MetricSample, parse_exposition
+
+HEALTH = "/health"
+TOKENIZE = "/tokenize"
+METRICS = "/metrics"
+VERSION = "/version"
+
+
+def tokenize_body(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "prompt": text}
+
+
+def token_count(status: int, data: Any) -> int | None:
+    """/tokenize's answer as a count; None where the server has none or said something else."""
+    if status != 200 or not isinstance(data, dict) or not isinstance(data.get("count"), int):
+        return None
+    return int(data["count"])
+
+
+@dataclass
+class Description:
+    """The target as it describes itself (what a run's manifest records)."""
+
+    url: str
+    models: list[dict[str, Any]] = field(default_factory=list)
+    server_header: str | None = None
+    server_version: str | None = None
+    models_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"url": self.url, "server_header": self.server_header}
+        if self.models_error is None:
+            out["models"] = self.models
+        else:
+            out["models_error"] = self.models_error
+        if self.server_version is not None:
+            out["server_version"] = self.server_version
+        return out
+
+
+class EngineAPI:
+    """Synchronous calls; each says what went wrong as a value (None, False, an error string), never raises for a
+    server that is down or answers oddly."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
+        self.base, self.root = api_base(url), server_root(url)
+        self.url, self.timeout = url, timeout
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _get(self, url: str) -> httpx.Response:
+        return httpx.get(url, timeout=self.timeout, headers=self.headers)
+
+    def healthy(self) -> bool:
+        try:
+            return self._get(self.root + HEALTH).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def first_model(self) -> str:
+        """The first model the target serves; a ServelabError that says why when there is none."""
+        try:
+            resp = self._get(self.base + "/models")
+            resp.raise_for_status()
+            models = resp.json().get("data") or []
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            raise ServelabError(f"cannot list models at {self.url}: {exc}") from exc
+        if not models:
+            raise ServelabError(f"{self.url} serves no models")
+        return str(models[0]["id"])
+
+    def models(self) -> list[str]:
+        """The served model ids (empty where it answers none)."""
+        try:
+            resp = self._get(self.base + "/models")
+            data = resp.json().get("data") if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return []
+        return [str(m["id"]) for m in data or [] if isinstance(m, dict) and "id" in m]
+
+    def describe(self) -> Description:
+        out = Description(self.url)
+        try:
+            resp = self._get(self.base + "/models")
+            out.server_header = resp.headers.get("server")
+            if resp.status_code == 200:
+                out.models = list(resp.json().get("data", []))
+            else:
+                out.models_error = f"HTTP {resp.status_code}"
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            out.models_error = str(exc) or type(exc).__name__
+        try:
+            resp = self._get(self.root + VERSION)
+            if resp.status_code == 200:
+                out.server_version = resp.json().get("version")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass
+        return out
+
+    def metrics_text(self) -> str:
+        """The raw exposition; httpx.HTTPError for a server that cannot be reached."""
+        return self._get(self.root + METRICS).text
+
+    def metrics(self) -> list[MetricSample]:
+        return parse_exposition(self.metrics_text())
+
+
+class AsyncEngineAPI:
+    """The calls a running measurement makes (token counts, metric scrapes), on one shared async client."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
+        self.base, self.root = api_base(url), server_root(url)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(timeout=timeout, headers=headers)
+
+    async def tokens(self, model: str, text: str) -> int | None:
+        try:
+            resp = await self.http.post(self.root + TOKENIZE, json=tokenize_body(model, text))
+            return token_count(resp.status_code, resp.json())
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    async def metrics(self) -> tuple[int, list[MetricSample]]:
+        """The HTTP status and the samples (none unless 200); httpx.HTTPError or ValueError when unreadable."""
+        resp = await self.http.get(self.root + METRICS)
+        return resp.status_code, parse_exposition(resp.text) if resp.status_code == 200 else []
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def discover_model(url: str, timeout: float = 10.0) -> str:
+    """The first model the target serves."""
+    return EngineAPI(url, timeout=timeout).first_model()

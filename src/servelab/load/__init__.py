@@ -1,0 +1,23 @@
+"""What to send and when, shared by every capability that puts load on an engine: targets, scenarios (prompt and
+output lengths, prefixes, prompt files), loads (closed-loop concurrency or an open-loop rate) and the runner that
+drives one scenario against one target and hands its records on as they finish."""
+
+from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Sink, Target, fit_filler, payload, token_counter
+from servelab.load.scenarios import Scenario, expand, filler_text, load_scenario, read_prompts, scenario_names
+
+__all__ = [
+    "Load",
+    "Scenario",
+    "ScenarioResult",
+    "ScenarioRun",
+    "Sink",
+    "Target",
+    "expand",
+    "filler_text",
+    "fit_filler",
+    "load_scenario",
+    "payload",
+    "read_prompts",
+    "scenario_names",
+    "token_counter",
+]

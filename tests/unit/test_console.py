@@ -1,0 +1,55 @@
+"""Renderers at a fixed width, exactly: the console the CLI writes to is the one a test gives it."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from servelab.cli import main
+from servelab.cli._common import console, using_console
+from servelab.report import summary_table
+
+SUMMARY = {
+    "ok": 9, "requests": 10, "errors": 1, "output_tokens": 1280, "aggregate_tok_s": 1500.0, "active_window_s": 3.2,
+    "samples": {"itl": 1270},
+    "ttft_ms": {"p50": 12.5, "p90": 20.0, "p99": 30.25},
+    "itl_ms": {"p50": 5.0, "p90": 6.0, "p99": 9.5},
+    "tpot_ms": {"p50": 5.1, "p90": 6.1, "p99": 9.6},
+    "stream_tok_s": {"p50": 180.0, "p90": 200.0, "p99": 220.0},
+}  # fmt: skip
+
+EXPECTED = """\
+local/chat@c4: 9/10 ok
+┏━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━┓
+┃ figure                   ┃ p50   ┃ p90   ┃ p99   ┃
+┡━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━┩
+│ TTFT (ms)                │ 12.5  │ 20.0  │ 30.2  │
+│ TTFT content (ms)        │ -     │ -     │ -     │
+│ TTFT from scheduled (ms) │ -     │ -     │ -     │
+│ inter-chunk gap (ms)     │ 5.0   │ 6.0   │ 9.5   │
+│ TPOT (ms)                │ 5.1   │ 6.1   │ 9.6   │
+│ per-stream tok/s         │ 180.0 │ 200.0 │ 220.0 │
+└──────────────────────────┴───────┴───────┴───────┘
+aggregate 1,500.0 tok/s over the active window 3.20
+     s; 1280 output tokens; 1270 gaps; errors 1
+"""
+
+
+def recording_console(width: int = 80) -> Console:
+    return Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+
+
+def test_a_summary_table_renders_exactly_at_80_columns() -> None:
+    out = recording_console()
+    out.print(summary_table("local/chat@c4", SUMMARY))
+    assert [line.rstrip() for line in out.export_text().splitlines()] == EXPECTED.splitlines()
+
+
+def test_the_cli_writes_to_the_console_it_is_given() -> None:
+    with using_console(recording_console(60)) as out:
+        assert console() is out
+        assert main(["runs", "list"]) == 0  # the isolated, empty store
+    text = out.export_text()
+    assert text.splitlines()[0].startswith("┏") and "run" in text and "kind" in text and "status" in text
+    assert console() is not out

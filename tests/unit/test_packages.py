@@ -1,0 +1,69 @@
+"""Every package's ``__init__.py`` only re-exports (a docstring, imports and ``__all__``: the logic lives in named
+modules), and its public names are pinned here, so changing a package's API is a deliberate edit of this list."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import servelab
+
+PUBLIC: dict[str, list[str]] = {
+    "servelab.bench": ["BenchResult", "Load", "Row", "SLO", "Scenario", "Target", "at_levels", "at_rates", "expand",
+                       "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench", "scenario_names", "search_slo",
+                       "side_by_side"],
+    "servelab.check": ["CheckOptions", "STEPS", "StepResult", "default_report_path", "failure_notes", "report_runs",
+                       "run_check"],
+    "servelab.cli": ["app", "main"],
+    "servelab.coexist": ["AudioFormat", "CONDITIONS", "CoexistOptions", "CoexistResult", "HttpAudioProbe", "LlmLoad",
+                         "Probe", "WorkerProbe", "WorkerSpec", "parse_sharing", "run_coexist", "stored_result"],
+    "servelab.core": [],
+    "servelab.engines": [],
+    "servelab.eval": ["AgentLimits", "EvalOptions", "EvalResult", "Item", "RepoResult", "builtin_suites",
+                      "builtin_tasks", "load_items", "load_task", "regrade", "run_eval", "run_repo", "sandbox_kind"],
+    "servelab.eval.repair": ["AgentLimits", "Attempt", "Harvest", "HarvestRules", "Policy", "RepoGrade", "RepoResult",
+                             "TOOLS", "Task", "Trajectory", "Workspace", "agent_folder", "build_tree", "builtin_tasks",
+                             "chat_policy", "grade_workdir", "harvest", "load_task", "remove_tree", "run_agent",
+                             "run_repo", "self_check", "summarize_repo", "tasks_root"],
+    "servelab.eval.suites": [],
+    "servelab.gateway": ["Gateway", "GatewayConfig", "Router", "default_workers", "load_config", "run", "running",
+                         "serve"],
+    "servelab.load": ["Load", "Scenario", "ScenarioResult", "ScenarioRun", "Sink", "Target", "expand", "filler_text",
+                      "fit_filler", "load_scenario", "payload", "read_prompts", "scenario_names", "token_counter"],
+    "servelab.plan": ["CacheLayer", "Comparison", "GIB", "GPUS", "ModelSpec", "Plan", "PlanRequest", "QUANTS",
+                      "UnknownArchitecture", "VllmOptions", "compare_with", "gpu", "make_plan", "parse_alongside",
+                      "parse_size", "parse_tokens", "preset_names", "read_reported", "resolve_model",
+                      "spec_from_config", "vllm_layout"],
+    "servelab.report": ["build_sections", "plot_intervals", "summary_table", "write_report"],
+    "servelab.testing": ["free_port", "loop_in_thread"],
+}  # fmt: skip
+
+PACKAGES = sorted(m.name for m in pkgutil.walk_packages(servelab.__path__, "servelab.") if m.ispkg)
+
+
+def test_every_package_is_pinned() -> None:
+    assert sorted(PUBLIC) == PACKAGES
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_the_public_names_are_pinned_and_resolve(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(getattr(module, "__all__", []))
+    assert sorted(exported) == sorted(PUBLIC[name]) and len(set(exported)) == len(exported)
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what it does not have: {missing}"
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_an_init_only_reexports(name: str) -> None:
+    path = Path(importlib.import_module(name).__file__ or "")
+    tree = ast.parse(path.read_text())
+    for index, node in enumerate(tree.body):
+        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        reexport = isinstance(node, ast.ImportFrom | ast.Import)
+        listing = isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["__all__"]
+        assert docstring or reexport or listing, f"{path}:{node.lineno}: logic in an __init__.py"
