@@ -121,6 +121,7 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
     """The fixture's stall mode never finishes a stream: requests pile up until the cap stops the run."""
     import asyncio
 
+    from servelab.load.arrivals import OpenLoop, arrivals_for
     from servelab.load.runner import Load, ScenarioRun, Target
     from servelab.load.scenarios import load_scenario
 
@@ -129,7 +130,9 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
 
     async def go() -> None:
         run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None)
-        task = asyncio.create_task(run._open_loop())
+        arrivals = arrivals_for(load, run.scenario)
+        assert isinstance(arrivals, OpenLoop)
+        task = asyncio.create_task(run._open_loop(arrivals))
         await asyncio.sleep(0.5)
         assert run.result.stopped_early and "over-saturated" in run.result.stopped_early
         task.cancel()
@@ -162,3 +165,32 @@ def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
     )
     result = asyncio.run(run.run())
     assert any("not made unique" in w for w in result.warnings)
+
+
+def test_a_load_without_a_count_runs_until_cancelled(fixture_server: str) -> None:
+    """requests=None (coexist's background LLM load): the closed loop keeps sending until it is cancelled, and what
+    finished is recorded."""
+    import asyncio
+    import contextlib
+    from dataclasses import replace
+
+    from servelab.load.runner import Load, ScenarioRun, Target
+    from servelab.load.scenarios import load_scenario
+
+    target = Target("fx", f"{fixture_server}/schedule", "fixture")
+    load = Load(requests=None, concurrency=2, warmup=0, max_tokens=2, fixed_output="off")
+    seen: list[str] = []
+
+    async def go() -> None:
+        run = ScenarioRun(
+            target, replace(load_scenario("code-chat"), max_tokens=2), load, lambda r: seen.append(r.scenario)
+        )
+        task = asyncio.create_task(run.run())
+        await asyncio.sleep(1.5)
+        assert not task.done()  # no count: it does not stop on its own
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert len(seen) >= 10 and set(seen) == {"code-chat"}  # ~60 ms a request, two streams, 1.5 s

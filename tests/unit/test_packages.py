@@ -32,14 +32,15 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.eval.suites": [],
     "servelab.gateway": ["Gateway", "GatewayConfig", "Router", "default_workers", "load_config", "run", "running",
                          "serve"],
-    "servelab.load": ["Load", "Scenario", "ScenarioResult", "ScenarioRun", "Sink", "Target", "expand", "filler_text",
-                      "fit_filler", "load_scenario", "payload", "read_prompts", "scenario_names", "token_counter"],
+    "servelab.load": ["Arrivals", "ClosedLoop", "ColdThenWarm", "Load", "OpenLoop", "Scenario", "ScenarioResult",
+                      "ScenarioRun", "Sink", "Target", "arrivals_for", "expand", "filler_text", "fit_filler",
+                      "load_scenario", "payload", "read_prompts", "scenario_names", "token_counter"],
     "servelab.plan": ["CacheLayer", "Comparison", "GIB", "GPUS", "ModelSpec", "Plan", "PlanRequest", "QUANTS",
                       "UnknownArchitecture", "VllmOptions", "compare_with", "gpu", "make_plan", "parse_alongside",
                       "parse_size", "parse_tokens", "preset_names", "read_reported", "resolve_model",
                       "spec_from_config", "vllm_layout"],
     "servelab.report": ["build_sections", "plot_intervals", "summary_table", "write_report"],
-    "servelab.testing": ["free_port", "loop_in_thread"],
+    "servelab.testing": ["Scripted", "ScriptedStream", "free_port", "loop_in_thread", "sse_chat"],
 }  # fmt: skip
 
 PACKAGES = sorted(m.name for m in pkgutil.walk_packages(servelab.__path__, "servelab.") if m.ispkg)

@@ -220,7 +220,7 @@ def _search_target(
         return search_max_rate(
             lambda rate: run_step(
                 at_rates([scenario], [rate])[0],
-                replace(load, requests=max(load.requests, math.ceil(4 * rate)), rate=None),
+                replace(load, requests=max(load.requests or 0, math.ceil(4 * rate)), rate=None),
             ),
             slo,
             start_rate,
@@ -228,7 +228,8 @@ def _search_target(
         )
     return search_max_level(
         lambda level: run_step(
-            at_levels([scenario], [level])[0], replace(load, requests=max(load.requests, 2 * level), concurrency=level)
+            at_levels([scenario], [level])[0],
+            replace(load, requests=max(load.requests or 0, 2 * level), concurrency=level),
         ),
         slo,
         int(limit),

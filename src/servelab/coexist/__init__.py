@@ -1,8 +1,9 @@
 """servelab coexist: does a long prefill make the streaming voice stutter?
 
 The same realtime probe runs under each condition in turn (alone, beside LLM decode, beside long LLM prefills,
-beside both), the conditions interleaved over repeats so drift does not favour one; the LLM load is bench's
-runner. Every result records the GPU sharing mode, since it changes the answer many times over."""
+beside both), the conditions interleaved over repeats so drift does not favour one; the LLM load is the
+scenario runner of servelab.load. Every result records the GPU sharing mode, since it changes the answer many
+times over."""
 
 from servelab.coexist.load import CONDITIONS, LlmLoad
 from servelab.coexist.probes import AudioFormat, HttpAudioProbe, Probe, WorkerProbe, WorkerSpec

@@ -1,4 +1,4 @@
-"""The LLM side of a coexist condition, driven by bench's runner: N streams of short chat (decode), back-to-back
+"""The LLM side of a coexist condition, driven by servelab.load's runner: N streams of short chat (decode), back-to-back
 long prompts with a unique head so none hits the prefix cache (prefill), or both; started before the probe and
 cancelled when it is done (the requests cut off then are recorded as cancelled)."""
 
@@ -57,7 +57,7 @@ class Background:
             steps.append(prefill)
         for scenario in steps:
             labelled = replace(scenario, name=f"{scenario.name}@{condition}")
-            load_ = Load(requests=10**6, warmup=0, max_consecutive_errors=20, keep_cancelled=True)
+            load_ = Load(requests=None, warmup=0, max_consecutive_errors=20, keep_cancelled=True)  # until stopped
             run = ScenarioRun(self.target, labelled, load_, self.sink)
             self._runs.append(run)
             self._tasks.append(asyncio.create_task(run.run()))

@@ -22,6 +22,7 @@ import httpx
 
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.core.errors import UsageError
+from servelab.load.arrivals import OpenLoop
 
 
 class Probe(Protocol):
@@ -184,11 +185,13 @@ class HttpAudioProbe:
     async def run(self, utterances: int, condition: str) -> list[Utterance]:
         out: list[Utterance] = []
         start = time.perf_counter()
-        for i in range(utterances):
-            due = start + i * self.period_s
+        if not self.period_s:  # back to back
+            return [await self._one(time.perf_counter(), condition) for _ in range(utterances)]
+        for _, offset in zip(range(utterances), OpenLoop(1 / self.period_s, poisson=False).offsets(), strict=False):
+            due = start + offset
             if due > time.perf_counter():
                 await asyncio.sleep(due - time.perf_counter())
-            out.append(await self._one(max(due, start) if self.period_s else time.perf_counter(), condition))
+            out.append(await self._one(due, condition))
         return out
 
     async def _one(self, scheduled: float, condition: str) -> Utterance:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from servelab.load.arrivals import OpenLoop
+
 
 def _numpy_model(dim: int, layers: int, ffn: int, context: int) -> tuple[Callable[[int], None], dict[str, Any]]:
     """A pre-norm-free decoder stack in numpy: per step, per layer, qkv, attention over a fixed KV window, output
@@ -185,8 +187,8 @@ def serve(args: argparse.Namespace) -> None:
         audio_s = args.chunks * args.chunk_ms / 1000 if args.mode == "voice" else 1.0
         period = args.period_ms / 1000 if args.period_ms else audio_s + args.pause_ms / 1000
         start = time.perf_counter() + 0.05
-        for u in range(count):
-            _emit(_utterance(step, sync, args, start + u * period))
+        for _, offset in zip(range(count), OpenLoop(1 / period, poisson=False).offsets(), strict=False):
+            _emit(_utterance(step, sync, args, start + offset))
         _emit({"done": count})
 
 

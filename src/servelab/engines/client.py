@@ -10,8 +10,9 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.urls import api_base
@@ -19,14 +20,43 @@ from servelab.engines.interpret import StreamInterpreter
 from servelab.engines.sse import SSEDecoder
 from servelab.engines.transport import (
     ConnectFailed,
-    HTTPStream,
     IdleTimeout,
     PeerClosed,
     RequestStamps,
+    ResponseStart,
+    Segment,
     post_stream,
 )
 
 Endpoint = Literal["chat", "completions"]
+
+
+class Stream(Protocol):
+    """An open streamed response as the client reads it (the socket transport's :class:`HTTPStream`, or an
+    in-process one a fault test scripts)."""
+
+    start: ResponseStart
+
+    def body(self) -> AsyncIterator[Segment]: ...
+
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    """POSTs a body and returns once the response head is in; raises ConnectFailed, IdleTimeout, PeerClosed."""
+
+    def __call__(
+        self,
+        url: str,
+        body: bytes,
+        *,
+        headers: dict[str, str],
+        stamps: RequestStamps,
+        connect_timeout: float,
+        read_timeout: float,
+    ) -> Awaitable[Stream]: ...
+
+
 _PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _MAX_ERROR_BODY = 2000
 
@@ -37,6 +67,7 @@ class ClientOptions:
     read_timeout: float = 120.0  # longest silence allowed between bytes
     include_usage: bool = True
     api_key: str | None = None
+    transport: Transport | None = None  # None: the kernel-stamped socket transport
 
 
 class StreamClient:
@@ -99,7 +130,7 @@ class StreamClient:
 
     async def _exchange(self, endpoint: Endpoint, body: bytes, record: RequestRecord, stamps: RequestStamps) -> None:
         headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
-        stream = await post_stream(
+        stream = await (self.options.transport or post_stream)(
             self.base + _PATHS[endpoint].removeprefix("/v1"),
             body,
             headers=headers,
@@ -119,7 +150,7 @@ class StreamClient:
             stream.close()
 
 
-async def _http_error(stream: HTTPStream, record: RequestRecord) -> None:
+async def _http_error(stream: Stream, record: RequestRecord) -> None:
     kind = ErrorClass.HTTP_5XX if stream.start.status >= 500 else ErrorClass.HTTP_4XX
     parts: list[bytes] = []
     try:
@@ -132,7 +163,7 @@ async def _http_error(stream: HTTPStream, record: RequestRecord) -> None:
     _fail(record, kind, f"HTTP {stream.start.status}: {text}".strip())
 
 
-async def _read_events(stream: HTTPStream, record: RequestRecord) -> None:
+async def _read_events(stream: Stream, record: RequestRecord) -> None:
     decoder = SSEDecoder()
     interpreter = StreamInterpreter(record)
     last_ns = stream.start.arrived_ns
@@ -151,7 +182,7 @@ async def _read_events(stream: HTTPStream, record: RequestRecord) -> None:
     _check_complete(stream, record, interpreter)
 
 
-def _check_complete(stream: HTTPStream, record: RequestRecord, interpreter: StreamInterpreter) -> None:
+def _check_complete(stream: Stream, record: RequestRecord, interpreter: StreamInterpreter) -> None:
     if record.error is not None:
         return
     content_type = stream.start.headers.get("content-type", "")

@@ -2,16 +2,22 @@
 output lengths, prefixes, prompt files), loads (closed-loop concurrency or an open-loop rate) and the runner that
 drives one scenario against one target and hands its records on as they finish."""
 
+from servelab.load.arrivals import Arrivals, ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Sink, Target, fit_filler, payload, token_counter
 from servelab.load.scenarios import Scenario, expand, filler_text, load_scenario, read_prompts, scenario_names
 
 __all__ = [
+    "Arrivals",
+    "ClosedLoop",
+    "ColdThenWarm",
     "Load",
+    "OpenLoop",
     "Scenario",
     "ScenarioResult",
     "ScenarioRun",
     "Sink",
     "Target",
+    "arrivals_for",
     "expand",
     "filler_text",
     "fit_filler",

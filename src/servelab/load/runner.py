@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -13,6 +12,7 @@ from typing import Any, Literal
 from servelab.core.records import RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.control import AsyncEngineAPI
+from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for, indices
 from servelab.load.scenarios import Scenario, filler_text
 
 Sink = Callable[[RequestRecord], None]
@@ -20,7 +20,7 @@ Sink = Callable[[RequestRecord], None]
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    requests: int = 5  # measured requests per scenario and target
+    requests: int | None = 5  # measured requests per scenario and target (None: until cancelled or duration_s)
     concurrency: int | None = None  # None: the scenario's own
     rate: float | None = None  # requests per second, open loop
     arrival: Literal["poisson", "constant"] = "poisson"
@@ -108,12 +108,13 @@ class ScenarioRun:
             await self._fit_prefix()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
-        if self.scenario.cache == "cold-then-warm":
-            await self._cold_then_warm()
-        elif self.load.rate or self.scenario.rate:
-            await self._open_loop()
-        else:
-            await self._closed_loop(self.load.concurrency or self.scenario.concurrency)
+        match arrivals_for(self.load, self.scenario):
+            case ColdThenWarm():
+                await self._cold_then_warm()
+            case OpenLoop() as open_loop:
+                await self._open_loop(open_loop)
+            case ClosedLoop(concurrency):
+                await self._closed_loop(concurrency)
         self._check_cache()
         return self.result
 
@@ -129,27 +130,21 @@ class ScenarioRun:
         return token_counter(self.client.base, self.target.model)
 
     async def _closed_loop(self, concurrency: int) -> None:
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for i in range(self.load.requests):
-            queue.put_nowait(i)
+        upcoming = iter(indices(self.load.requests))  # shared by the streams: each takes the next index
         deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
 
         async def worker() -> None:
-            while not queue.empty() and not self._should_stop(deadline):
-                i = queue.get_nowait()
+            while (i := next(upcoming, None)) is not None and not self._should_stop(deadline):
                 await self._one(i, time.perf_counter_ns(), nonce=self._unique(i), label=self.scenario.name, keep=True)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
-    async def _open_loop(self) -> None:
+    async def _open_loop(self, arrivals: OpenLoop) -> None:
         """Requests at scheduled times regardless of completions; latency also counts from the schedule."""
-        rng = random.Random(self.load.seed)
-        rate = float(self.scenario.rate or self.load.rate or 1.0)
-        start = time.perf_counter_ns()
-        offset = 0.0
+        rate, start = arrivals.rate, time.perf_counter_ns()
         tasks: list[asyncio.Task[RequestRecord]] = []
         deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
-        for i in range(self.load.requests):
+        for i, offset in zip(indices(self.load.requests), arrivals.offsets(), strict=False):
             if self._should_stop(deadline):
                 break
             in_flight = sum(not t.done() for t in tasks)
@@ -163,11 +158,10 @@ class ScenarioRun:
             tasks.append(
                 asyncio.create_task(self._one(i, due, nonce=self._unique(i), label=self.scenario.name, keep=True))
             )
-            offset += rng.expovariate(rate) if self.load.arrival == "poisson" else 1.0 / rate
         await asyncio.gather(*tasks)
 
     async def _cold_then_warm(self) -> None:
-        for i in range(self.load.requests):
+        for i in indices(self.load.requests):
             nonce = self._unique(i)
             await self._one(2 * i, time.perf_counter_ns(), nonce=nonce, label=f"{self.scenario.name}:cold", keep=True)
             await self._one(
