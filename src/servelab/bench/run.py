@@ -13,9 +13,9 @@ from typing import Any
 from servelab.bench.compare import Row, rows_to_dicts, side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
-from servelab.core.recorder import RunRecorder, describe
+from servelab.core.recorder import RunRecorder
 from servelab.core.records import RequestRecord
-from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import summarize
 from servelab.engines.control import discover_model
 from servelab.engines.manifest import build_manifest
@@ -100,20 +100,24 @@ class BenchSession:
     @contextmanager
     def running(self) -> Iterator[BenchSession]:
         """The steps inside; at the end (a failure too) the metrics, the side-by-side rows and the status."""
-        error: str | None = None
+        stopped: BaseException | None = None
         try:
             yield self
         except BaseException as exc:
-            error = describe(exc)
+            stopped = exc
             raise
         finally:
-            self.close(error)
+            self.close(stopped)
 
-    def close(self, error: str | None = None) -> BenchResult:
+    def close(self, stopped: BaseException | None = None) -> BenchResult:
+        """The metrics and the side-by-side rows of what was measured (an interrupted run's too), then the status."""
         _store_metrics(self.store, self.run_id, self.result, self.samples)
         self.result.rows = side_by_side(self.result.records)
         self.recorder.summary("compare", {"rows": rows_to_dicts(self.result.rows), "warnings": self.result.warnings})
-        self.recorder.finish(STATUS_FAILED if error else STATUS_COMPLETE, error)
+        if stopped is None:
+            self.recorder.finish(STATUS_COMPLETE)
+        else:
+            self.recorder.fail(stopped)
         return self.result
 
 

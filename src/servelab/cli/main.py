@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 
 import typer
 from rich.console import Console
 
 from servelab.cli._common import console
 from servelab.cli.app import app
-from servelab.core.errors import ServelabError
+from servelab.core.errors import Interrupted, ServelabError
+from servelab.core.recorder import INTERRUPTED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,15 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, highlight=False)
     console()  # the one console every command of this invocation writes to (a test may have given its own)
     try:
-        code = app(args=argv, prog_name="servelab", standalone_mode=False)
+        with _signals_interrupt():
+            code = app(args=argv, prog_name="servelab", standalone_mode=False)
+        if code == 130:  # typer answers Ctrl-C with Exit(130)
+            return _interrupted(err, KeyboardInterrupt())
     except ServelabError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         if exc.hint:
             err.print(f"[dim]hint:[/] {exc.hint}")
         return exc.exit_code
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return 130
+    except (KeyboardInterrupt, Interrupted) as exc:
+        return _interrupted(err, exc)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except typer.Abort:
@@ -52,3 +59,31 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a `timeout`, a dropped ssh) stop a command as Ctrl-C does: the run is marked
+    interrupted and keeps what it measured. Only in the main thread; the old handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(err: Console, exc: BaseException) -> int:
+    kept = list(dict.fromkeys(INTERRUPTED))
+    err.print(f"interrupted{f' by {exc.signal_name}' if isinstance(exc, Interrupted) else ''}"
+              + "".join(f"; run {r} kept what it measured (servelab runs show {r})" for r in kept))  # fmt: skip
+    if isinstance(exc, Interrupted):
+        return 128 + int(signal.Signals[exc.signal_name])
+    return 130

@@ -86,6 +86,10 @@ def run_coexist(
         asyncio.run(session.run())
     except Exception as exc:  # keep the measured part, say what broke
         session.failed = describe(exc)
+    except BaseException as exc:  # Ctrl-C or a signal: keep what was measured, mark it interrupted, stop
+        run.summary("coexist", _summary_dict(session.result()))
+        run.fail(exc)
+        raise
     result = session.result()
     run.summary("coexist", _summary_dict(result))
     run.summary("coexist/utterances", {"utterances": [_utterance_dict(u) for u in result.utterances]})

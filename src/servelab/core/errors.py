@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+class Interrupted(BaseException):
+    """A signal asked the run to stop (SIGTERM, SIGHUP); like KeyboardInterrupt, not an error of the run."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
 class ServelabError(Exception):
     """A failure with a message meant for the person running servelab.
 

@@ -8,8 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from servelab.core.errors import Interrupted
 from servelab.core.records import RequestRecord
-from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
+from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, STATUS_INTERRUPTED, RunStore
+
+INTERRUPTED: list[str] = []  # runs this process marked interrupted, so the CLI can say which it kept
 
 
 class RunRecorder:
@@ -38,9 +41,22 @@ class RunRecorder:
         if self.finished is None:
             self.finished = status
             self.store.finish_run(self.run_id, status, error)
+            if status == STATUS_INTERRUPTED:
+                INTERRUPTED.append(self.run_id)
+
+    def fail(self, exc: BaseException) -> None:
+        """Finish for what stopped it: interrupted (Ctrl-C, a signal) or failed with the exception said."""
+        if isinstance(exc, KeyboardInterrupt | Interrupted):
+            self.finish(STATUS_INTERRUPTED, describe(exc))
+        else:
+            self.finish(STATUS_FAILED, describe(exc))
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, Interrupted):
+        return f"interrupted by {exc.signal_name}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
@@ -51,12 +67,12 @@ def recording(
     manifest: dict[str, Any],
     on_record: Callable[[RequestRecord], None] | None = None,
 ) -> Iterator[RunRecorder]:
-    """The run is complete when the block ends, failed (with the exception said) when it raises or is
-    interrupted; the exception goes on."""
+    """The run is complete when the block ends, failed (with the exception said) when it raises, interrupted
+    when Ctrl-C or a signal stops it; the exception goes on."""
     recorder = RunRecorder(store, kind, manifest, on_record)
     try:
         yield recorder
     except BaseException as exc:
-        recorder.finish(STATUS_FAILED, describe(exc))
+        recorder.fail(exc)
         raise
     recorder.finish(STATUS_COMPLETE)

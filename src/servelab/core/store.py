@@ -51,6 +51,7 @@ MIGRATIONS: tuple[str, ...] = (
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
 STATUS_FAILED = "failed"
+STATUS_INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP: what was measured is kept
 
 
 def default_store_path() -> Path:
