@@ -82,7 +82,7 @@ class Gateway:
         policy, path = self.config.policy, self.config.local.health_path
         while True:
             try:
-                status, _ = await self.clients[LOCAL].get(path, timeout=policy.health_interval_s, root=True)
+                status, _ = await self.clients[LOCAL].get(path, timeout=policy.health_timeout_s, root=True)
                 ok, why = status == 200, "" if status == 200 else f"health check answered HTTP {status}"
             except (UpstreamError, TimeoutError) as exc:
                 ok, why = False, f"{type(exc).__name__}: {exc}"

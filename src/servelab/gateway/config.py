@@ -37,6 +37,7 @@ class Policy(_Finite):
     min_hold_s: float = Field(default=5.0, ge=0.0)  # a flag stays at least this long before it may go back
     realtime_ttl_s: float = Field(default=30.0, gt=0.0)  # a realtime lease ends unless renewed
     health_interval_s: float = Field(default=2.0, gt=0.0)
+    health_timeout_s: float = Field(default=2.0, gt=0.0)  # a busy engine's slow /health is not a down engine
     unhealthy_after: int = Field(default=2, ge=1)  # consecutive failed health checks
     healthy_after: int = Field(default=2, ge=1)  # consecutive good ones to come back
     keepalive_s: float = Field(default=10.0, ge=0.0)  # a stream silent this long gets ": keep-alive" comments (0: off)

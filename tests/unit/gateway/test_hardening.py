@@ -273,3 +273,15 @@ def test_a_client_that_stops_reading_stops_the_upstream_read(upstream: HostileUp
     sent = FLOOD_EVENTS * 1024
     assert taken < sent / 2, f"the gateway took {taken} of {sent} bytes from the upstream for a client not reading"
     assert reply.count(b"data: {") == FLOOD_EVENTS and b"data: [DONE]" in reply
+
+
+@pytest.mark.parametrize(("timeout_s", "healthy"), [(2.0, True), (0.1, False)])
+def test_a_slow_health_answer_is_not_a_down_engine(upstream: HostileUpstream, timeout_s: float, healthy: bool) -> None:
+    """A busy engine answers /health late: checked every 0.2 s, it stays healthy while its answers come within
+    health_timeout_s (0.5 s here against the default 2 s), and goes unhealthy past a timeout it cannot meet."""
+    cfg = config(url(upstream, "slowhealth"))
+    cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(
+        update={"health_interval_s": 0.2, "health_timeout_s": timeout_s})})  # fmt: skip
+    with running(cfg) as (_, gateway):
+        time.sleep(2.5)
+        assert gateway.health.healthy is healthy, gateway.health.last_error
