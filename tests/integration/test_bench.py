@@ -9,6 +9,8 @@ import pytest
 
 from servelab.bench import Load, expand, resolve_targets, run_bench
 from servelab.bench.metrics import figure
+from servelab.core.records import Labels
+from servelab.core.results import BenchRun, load_result
 from servelab.core.store import RunStore
 from servelab.core.summary import active_window_ns, ttft_ms
 from servelab.engines.embedded import EngineState
@@ -32,16 +34,19 @@ def test_single_and_four_concurrent_streams_with_metrics_aligned(engine: EngineS
     # the single-stream requests ran one at a time
     ordered = sorted(single, key=lambda r: r.sent_ns or 0)
     assert all(a.end_ns <= b.sent_ns for a, b in itertools.pairwise(ordered))  # type: ignore[operator]
-    stored = store.summaries(result.run_id)
-    metrics = stored["metrics/embedded"]
-    assert metrics["derived"]["samples"] >= 3
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, BenchRun) and stored.status == "complete"
+    metrics = stored.metrics["embedded"]
+    assert isinstance(metrics.derived["samples"], int) and metrics.derived["samples"] >= 3
     # aligned: while the four streams ran, the engine said it was running several requests
-    t0 = metrics["t0_ns"]
+    t0 = metrics.t0_ns
     start, end = (min(r.sent_ns for r in four) - t0) / 1e9, (max(r.end_ns for r in four) - t0) / 1e9  # type: ignore[type-var,operator]
-    during = [v for t, v in metrics["series"]["running"] if start <= t <= end]
+    during = [v for t, v in metrics.series["running"] if start <= t <= end]
     assert during and max(during) >= 2
-    assert stored["embedded/concurrent-4"]["ok"] == 4
-    assert {row["scenario"] for row in stored["compare"]["rows"]} == {"code-chat", "concurrent-4"}
+    steps = {(s.target, s.scenario): s for s in stored.steps}
+    assert steps["embedded", "concurrent-4"].summary.ok == 4 and steps["embedded", "concurrent-4"].labels.level == 4
+    assert {row.scenario for row in stored.rows} == {"code-chat", "concurrent-4"}
+    assert {r.labels for r in four} == {Labels(step="concurrent-4", level=4)}
 
 
 def test_cold_then_warm_prefix_verified_by_cached_tokens(engine: EngineState, store: RunStore) -> None:
@@ -76,7 +81,8 @@ def test_slo_search_on_the_engine(engine: EngineState, store: RunStore) -> None:
     assert generous["embedded"].best == 4 and [t[0] for t in generous["embedded"].tried] == [1, 2, 4]
     result, impossible = search_slo(store, targets, load_scenario("code-chat"), load, SLO(ttft_ms=0.001), limit=4)
     assert impossible["embedded"].best is None and impossible["embedded"].tried == [(1, 0.0, False)]
-    assert store.summaries(result.run_id)["slo/embedded"]["best"] is None
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, BenchRun) and stored.kind == "bench-slo" and stored.slo["embedded"].best is None
 
 
 def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: RunStore) -> None:
@@ -96,4 +102,6 @@ def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: R
     due = sorted(r.scheduled_ns for r in at_two if r.scheduled_ns is not None)
     gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(due)]
     assert len(due) == 8 and all(abs(g - 500) < 1 for g in gaps_ms)  # scheduled on the constant 2 req/s clock
-    assert store.summaries(result.run_id)["slo/embedded"]["over"] == "rate"
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, BenchRun) and stored.slo["embedded"].over == "rate"
+    assert {r.labels.rate for r in at_two} == {2.0} and {r.labels.level for r in at_two} == {None}

@@ -12,6 +12,7 @@ import pytest
 from servelab.bench import resolve_targets
 from servelab.check.full import CheckOptions, failure_notes, report_runs, run_check
 from servelab.cli import main
+from servelab.core.results import CheckRun, load_result
 from servelab.core.store import RunStore
 from servelab.engines.embedded import EmbeddedEngine, EngineState
 from servelab.report import write_report
@@ -32,7 +33,11 @@ def test_check_runs_every_step_and_writes_a_report(
     with RunStore(store) as db:
         runs = {r.kind: r for r in db.list_runs()}
         bench_records = db.records(runs["bench"].run_id)
-    assert set(runs) == {"plan", "bench", "eval", "coexist"}
+        check = load_result(db, runs["check"])
+    assert set(runs) == {"check", "plan", "bench", "eval", "coexist"}
+    assert isinstance(check, CheckRun) and [s.step for s in check.steps] == ["plan", "bench", "eval", "coexist"]
+    assert all(s.run_id == runs[s.step].run_id and s.verdicts and not s.error for s in check.steps)
+    assert "The steps of the check" in printed and check.steps[0].verdicts[0] in printed.replace("\n", "")
     assert all(r.status == "complete" for r in runs.values())
     assert {r.scenario for r in bench_records} >= {"code-chat", "character-chat", "studio-enhance", "concurrent-4"}
     html = report.read_text()

@@ -19,6 +19,7 @@ from servelab.bench import resolve_targets
 from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
 from servelab.coexist.playback import Utterance
 from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec, parse_wav_header
+from servelab.core.results import CoexistRun, load_result
 from servelab.core.store import RunStore
 from servelab.testing import free_port
 
@@ -92,12 +93,14 @@ def test_coexist_run_with_the_http_probe_alone(tts_url: str, tmp_path: Path) -> 
     probe = HttpAudioProbe(tts_url, text=TEXT, audio_format="wav")
     with RunStore(tmp_path / "runs.sqlite") as db:
         result = run_coexist(db, probe, None, CoexistOptions(conditions=("alone",), repeats=2, utterances=2))
-        stored = db.summaries(result.run_id)
+        stored = load_result(db, db.get_run(result.run_id))
+        raw = db.summaries(result.run_id)
     (alone,) = result.conditions
     assert alone.utterances == 4 and alone.errors == 0 and alone.chunks > 12
     assert alone.rtf_mean is not None and alone.rtf_mean < 1.0  # espeak-ng is far faster than real time
-    assert stored["coexist"]["sharing"] == {"mode": "time-sliced"}
-    assert len(stored["coexist/utterances"]["utterances"]) == 4
+    assert isinstance(stored, CoexistRun) and stored.sharing == {"mode": "time-sliced"}
+    assert stored.conditions == result.conditions
+    assert len(raw["coexist/utterances"]["utterances"]) == 4
 
 
 @pytest.mark.integration
@@ -125,6 +128,7 @@ def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object
     labels = {r.scenario for r in records}
     assert {"llm-decode@decode", "llm-prefill@prefill", "llm-decode@both", "llm-prefill@both"} <= labels
     assert not any(r.scenario.endswith("@alone") for r in records)
+    assert {r.labels.condition for r in records} == {"decode", "prefill", "both"}
     assert any(r.ok for r in records if r.scenario == "llm-decode@decode")
     assert all(r.ok or r.error == "cancelled" for r in records), [r.error_detail for r in records if r.error]
     prefill = [r for r in records if r.scenario.startswith("llm-prefill") and r.ok]

@@ -9,6 +9,7 @@ import pytest
 
 from servelab.bench import resolve_targets
 from servelab.cli import main
+from servelab.core.results import EvalRun, load_result
 from servelab.core.store import RunStore
 from servelab.engines.embedded import EngineState
 from servelab.eval import EvalOptions, load_items, regrade, run_eval
@@ -30,10 +31,16 @@ def test_quick_suite_every_item_one_outcome_stored_raw_and_regraded(engine: Engi
     assert len(records) == 2 * len(items) and all(r.output_text or r.finish_reason for r in records)
     needle = [g for g in replies if g.item.kind == "needle"]
     assert all(g.record.prompt_tokens and abs(g.record.prompt_tokens - 1500) < 0.05 * 1500 for g in needle)
-    summary = store.summaries(result.run_id)
-    totals = summary["eval/summary"]["targets"]["embedded"]["all"]
-    assert totals["n"] == 2 * len(items) and sum(totals["outcomes"].values()) == totals["n"]
-    assert summary["eval/summary"]["targets"]["embedded"]["repeats"]["k"] == 2
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, EvalRun) and stored.status == "complete"
+    totals = stored.targets["embedded"].all
+    assert totals.n == 2 * len(items) and sum(totals.outcomes.values()) == totals.n
+    repeats = stored.targets["embedded"].repeats
+    assert repeats is not None and repeats.k == 2
+    assert sorted((r.item, r.repeat, r.outcome) for r in stored.replies) == sorted(
+        (g.item.id, g.repeat, g.grade.outcome.value) for g in replies
+    )
+    assert all(r.labels.suite and r.labels.item and r.labels.repeat in (0, 1) for r in records)
     again = regrade(store, result.run_id, EvalOptions(repeats=2))
     first = sorted((g.item.id, g.repeat, g.grade.outcome) for g in replies)
     assert sorted((g.item.id, g.repeat, g.grade.outcome) for g in again.replies["embedded"]) == first

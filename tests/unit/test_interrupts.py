@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.results import BenchRun, load_result
 from servelab.core.store import STATUS_INTERRUPTED, RunStore
 
 
@@ -38,8 +39,10 @@ def test_a_signal_marks_the_run_interrupted_and_keeps_what_it_measured(
     assert proc.returncode == code, err
     with RunStore(store) as db:
         (run,) = db.list_runs()
-        summaries = db.summaries(run.run_id)
+        result = load_result(db, run)
     assert run.status == STATUS_INTERRUPTED and run.record_count >= 3
     assert run.error is not None and said in run.error
-    assert "compare" in summaries  # the side-by-side of what was measured
+    assert isinstance(result, BenchRun) and result.status == STATUS_INTERRUPTED and result.error == run.error
+    (row,) = result.rows  # the side-by-side of what was measured
+    assert row.scenario == "code-chat" and row.cells["fx"].n == run.record_count
     assert said.split(" (")[0] in err and f"run {run.run_id} kept what it measured" in err

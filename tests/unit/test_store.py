@@ -59,7 +59,7 @@ def test_records_round_trip_and_export_validates(store_path: Path) -> None:
         store.finish_run(run)
         assert store.records(run) == [record]
         data = export_run(store, run[:10])
-    assert data["schema"] == "servelab.run" and data["schema_version"] == 1
+    assert data["schema"] == "servelab.run" and data["schema_version"] == 2
     assert data["run"]["status"] == "complete"
     assert data["records"][0]["error"] == "disconnect"
     RunExport.model_validate(json.loads(json.dumps(data)))

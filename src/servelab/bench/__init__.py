@@ -1,8 +1,9 @@
 """servelab bench: speed on the workloads that matter, honestly measured, side by side."""
 
-from servelab.bench.compare import Row, rows_to_dicts, side_by_side
+from servelab.bench.compare import rows_to_dicts, side_by_side
 from servelab.bench.run import BenchResult, at_levels, at_rates, resolve_targets, run_bench, search_slo
 from servelab.bench.slo import SLO, parse_slo
+from servelab.core.results import Row
 from servelab.load.runner import Load, Target
 from servelab.load.scenarios import Scenario, expand, scenario_names
 

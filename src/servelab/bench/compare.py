@@ -4,34 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from servelab.core.records import RequestRecord
+from servelab.core.results import Cell, Row
 from servelab.core.stats import Interval, bootstrap_median_interval, mann_whitney_p
 from servelab.core.summary import stream_tok_s, summarize, ttft_ms
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    n: int
-    speeds: list[float]
-    ttfts: list[float]
-    ok: int
-    tok_s: Interval | None  # per-stream decode tok/s, median
-    ttft_ms: Interval | None  # median
-    aggregate_tok_s: float
-    cached_tokens: int | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    scenario: str
-    cells: dict[str, Cell]  # target -> cell
-    differs: dict[str, bool]  # "tok_s" / "ttft_ms" -> first two targets differ (Mann-Whitney p < 0.05)
 
 
 def _interval(values: list[float]) -> Interval | None:
@@ -76,12 +54,16 @@ def side_by_side(records: Sequence[RequestRecord]) -> list[Row]:
                 "tok_s": _differs(first[0].speeds, first[1].speeds),
                 "ttft_ms": _differs(first[0].ttfts, first[1].ttfts),
             }
-        rows.append(Row(scenario, cells, differs))
+        rows.append(Row(scenario=scenario, cells=cells, differs=differs))
     return rows
 
 
 def rows_to_dicts(rows: list[Row]) -> list[dict[str, Any]]:
     return [
-        {"scenario": r.scenario, "differs": r.differs, "targets": {t: c.to_dict() for t, c in r.cells.items()}}
+        {
+            "scenario": r.scenario,
+            "differs": r.differs,
+            "targets": {t: c.model_dump(mode="json") for t, c in r.cells.items()},
+        }
         for r in rows
     ]

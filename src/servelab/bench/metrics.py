@@ -7,14 +7,13 @@ versions, so the derived figures look a series up by several names and report wh
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
+from servelab.core.results import Scalar
 from servelab.engines.control import AsyncEngineAPI
 from servelab.engines.prometheus import parse_exposition, summed
 
@@ -79,8 +78,7 @@ class Scraper:
         """Stop, after one last scrape: counters of the last request are published a moment after it ends."""
         if self._task:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait([self._task])  # a cancel of the caller itself still reaches it
             await asyncio.sleep(min(self.interval, 0.5))
             api = AsyncEngineAPI(self.url, timeout=5.0)
             try:
@@ -116,10 +114,10 @@ def _delta(samples: list[Sample], name: str) -> float | None:
     return seen[-1] - seen[0] if len(seen) >= 2 else None
 
 
-def derive(samples: list[Sample]) -> dict[str, Any]:
+def derive(samples: list[Sample]) -> dict[str, Scalar]:
     """Run-level figures from the series: peak KV usage and queue, prefix-cache hit rate, speculative
     decoding acceptance rate and mean accepted length (with a loud flag for an acceptance of 0)."""
-    out: dict[str, Any] = {"samples": len(samples)}
+    out: dict[str, Scalar] = {"samples": len(samples)}
     for name in ("kv_usage", "running", "waiting"):
         seen = [v for v in (figure(s.values, name) for s in samples) if v is not None]
         out[f"{name}_max"] = max(seen) if seen else None

@@ -10,11 +10,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from servelab.bench.compare import Row, rows_to_dicts, side_by_side
+from servelab.bench.compare import side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
 from servelab.core.recorder import RunRecorder
 from servelab.core.records import RequestRecord
+from servelab.core.results import BenchRun, EngineMetrics, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import summarize
 from servelab.engines.control import discover_model
@@ -29,7 +30,7 @@ SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_t
 class BenchResult:
     run_id: str
     results: list[ScenarioResult] = field(default_factory=list)
-    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # target -> derived figures
+    metrics: dict[str, dict[str, Scalar]] = field(default_factory=dict)  # target -> derived figures
     rows: list[Row] = field(default_factory=list)
 
     @property
@@ -82,20 +83,34 @@ class BenchSession:
         self.recorder = RunRecorder(store, kind, manifest, on_record)
         self.run_id = self.recorder.run_id
         self.result = BenchResult(self.run_id)
+        self.stored = BenchRun(kind="bench-slo" if kind == "bench-slo" else "bench")
         self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
+        self.measured: list[RequestRecord] = []  # every stored record, a step's before it ends too
+
+    def _sink(self, record: RequestRecord) -> None:
+        self.measured.append(record)
+        self.recorder.sink(record)
 
     def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
         if load.prefix_tokens is not None and scenario.prefix_tokens:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
-        res, got = asyncio.run(_run_target_scenario(target, scenario, load, self.recorder.sink, self.scrape_interval))
+        res, got = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
         _warn_unintended_hits(res, scenario, got)
         self.result.results.append(res)
         self.samples[target.name] += got
         for label in sorted({r.scenario for r in res.records}):
-            self.recorder.summary(
-                f"{target.name}/{label}", summarize([r for r in res.records if r.scenario == label]).to_dict()
+            mine = [r for r in res.records if r.scenario == label]
+            self.stored.steps.append(
+                Step(target=target.name, scenario=label, labels=mine[0].labels, summary=summarize(mine))
             )
+        self.recorder.result(self.stored)
         return res
+
+    def searched(self, target: str, found: Search, slo: SLO) -> None:
+        self.stored.slo[target] = SloSearch(
+            over="rate" if found.over == "rate" else "concurrency", best=found.best, tried=found.tried, slo=asdict(slo)
+        )
+        self.recorder.result(self.stored)
 
     @contextmanager
     def running(self) -> Iterator[BenchSession]:
@@ -111,9 +126,10 @@ class BenchSession:
 
     def close(self, stopped: BaseException | None = None) -> BenchResult:
         """The metrics and the side-by-side rows of what was measured (an interrupted run's too), then the status."""
-        _store_metrics(self.store, self.run_id, self.result, self.samples)
-        self.result.rows = side_by_side(self.result.records)
-        self.recorder.summary("compare", {"rows": rows_to_dicts(self.result.rows), "warnings": self.result.warnings})
+        self.stored.metrics = _metrics(self.result, self.samples)
+        self.result.rows = side_by_side(self.measured)  # a step cut short counts what it measured
+        self.stored.rows, self.stored.warnings = self.result.rows, self.result.warnings
+        self.recorder.result(self.stored)
         if stopped is None:
             self.recorder.finish(STATUS_COMPLETE)
         else:
@@ -123,12 +139,18 @@ class BenchSession:
 
 def at_levels(scenarios: Sequence[Scenario], levels: Sequence[int]) -> list[Scenario]:
     """Each scenario once per concurrency level (a sweep), named ``NAME@cN``."""
-    return [replace(s, name=f"{s.name}@c{c}", concurrency=c) for s in scenarios for c in levels]
+    return [
+        replace(s, name=f"{s.name}@c{c}", concurrency=c, sweep_of=s.sweep_of or s.name)
+        for s in scenarios
+        for c in levels
+    ]
 
 
 def at_rates(scenarios: Sequence[Scenario], rates: Sequence[float]) -> list[Scenario]:
     """Each scenario once per open-loop request rate (a rate sweep), named ``NAME@rR``."""
-    return [replace(s, name=f"{s.name}@r{r:g}", rate=r) for s in scenarios for r in rates]
+    return [
+        replace(s, name=f"{s.name}@r{r:g}", rate=r, sweep_of=s.sweep_of or s.name) for s in scenarios for r in rates
+    ]
 
 
 def run_bench(
@@ -192,15 +214,7 @@ def search_slo(
     with session.running():
         for target in targets:
             found[target.name] = _search_target(session, target, scenario, load, slo, limit, over, start_rate, on_step)
-            session.recorder.summary(
-                f"slo/{target.name}",
-                {
-                    "best": found[target.name].best,
-                    "over": over,
-                    "tried": found[target.name].tried,
-                    "slo": asdict(slo),
-                },
-            )
+            session.searched(target.name, found[target.name], slo)
     return session.result, found
 
 
@@ -249,16 +263,11 @@ def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any
         res.warnings.append(f"/metrics counted prefix-cache hits ({hits:.1%} of prompt tokens) during a cold scenario")
 
 
-def _store_metrics(store: RunStore, run_id: str, result: BenchResult, samples: dict[str, list[Any]]) -> None:
+def _metrics(result: BenchResult, samples: dict[str, list[Any]]) -> dict[str, EngineMetrics]:
     t0 = min((s.at_ns for got in samples.values() for s in got), default=0)
+    out = {}
     for target, got in samples.items():
         result.metrics[target] = derive(got)
-        store.put_summary(
-            run_id,
-            f"metrics/{target}",
-            {
-                "derived": result.metrics[target],
-                "t0_ns": t0,
-                "series": {name: series(got, name, t0) for name in SERIES_FIGURES},
-            },
-        )
+        figures = {name: series(got, name, t0) for name in SERIES_FIGURES}
+        out[target] = EngineMetrics(derived=result.metrics[target], t0_ns=t0, series=figures)
+    return out

@@ -3,6 +3,7 @@
 from servelab.check.full import (
     STEPS,
     CheckOptions,
+    CheckOutcome,
     StepResult,
     default_report_path,
     failure_notes,
@@ -10,4 +11,13 @@ from servelab.check.full import (
     run_check,
 )
 
-__all__ = ["STEPS", "CheckOptions", "StepResult", "default_report_path", "failure_notes", "report_runs", "run_check"]
+__all__ = [
+    "STEPS",
+    "CheckOptions",
+    "CheckOutcome",
+    "StepResult",
+    "default_report_path",
+    "failure_notes",
+    "report_runs",
+    "run_check",
+]

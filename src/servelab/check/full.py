@@ -3,16 +3,18 @@ can be skipped; a step that fails is recorded with why, and the next steps still
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servelab.bench import Load, Target, expand, run_bench
 from servelab.core.errors import ServelabError, UsageError
-from servelab.core.recorder import recording
+from servelab.core.recorder import RunRecorder, recording
+from servelab.core.results import CheckRun, CheckStep, PlanFigures, PlanRun
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.engines.manifest import build_manifest
+from servelab.report import section
 
 STEPS = ("plan", "bench", "eval", "coexist")
 
@@ -36,6 +38,18 @@ class StepResult:
     run_id: str | None = None
     skipped: str | None = None
     error: str | None = None
+    verdicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckOutcome:
+    """The check's own run (its steps and their verdicts, stored as a ``check`` result) and each step's."""
+
+    run_id: str
+    steps: list[StepResult]
+
+    def __iter__(self) -> Iterator[StepResult]:
+        return iter(self.steps)
 
 
 def run_check(
@@ -43,10 +57,24 @@ def run_check(
     targets: Sequence[Target],
     options: CheckOptions,
     progress: Callable[[str, str], None] = lambda step, what: None,
-) -> list[StepResult]:
+) -> CheckOutcome:
     unknown = set(options.skip) - set(STEPS)
     if unknown:
         raise UsageError(f"--skip takes {', '.join(STEPS)}; got {', '.join(sorted(unknown))}")
+    args = {"model_config": options.model_config, "gpu": options.gpu, "suite": options.suite,
+            "skip": sorted(options.skip)}  # fmt: skip
+    with recording(store, "check", build_manifest("check", args, {t.name: t.url for t in targets})) as run:
+        steps = _steps(store, targets, options, progress, run)
+    return CheckOutcome(run.run_id, steps)
+
+
+def _steps(
+    store: RunStore,
+    targets: Sequence[Target],
+    options: CheckOptions,
+    progress: Callable[[str, str], None],
+    run: RunRecorder,
+) -> list[StepResult]:
     runners: dict[str, Callable[[], str]] = {
         "plan": lambda: _plan(store, options),
         "bench": lambda: _bench(store, targets, options),
@@ -67,8 +95,22 @@ def run_check(
         except Exception as exc:  # one failed step must not lose the others
             detail = str(exc) if isinstance(exc, ServelabError) else f"{type(exc).__name__}: {exc}"
             results.append(StepResult(step, error=detail, run_id=_latest_failed(store, step)))
+        results[-1].verdicts = _verdicts(store, results[-1].run_id)
+        run.result(_stored(results))
         progress(step, results[-1].error or results[-1].skipped or "done")
     return results
+
+
+def _verdicts(store: RunStore, run_id: str | None) -> list[str]:
+    """What the step's run answers, as its report section says it."""
+    return section(store, store.get_run(run_id), with_plots=False).verdicts if run_id else []
+
+
+def _stored(results: Sequence[StepResult]) -> CheckRun:
+    steps = [CheckStep(step=r.step, run_id=r.run_id, skipped=r.skipped, error=r.error, verdicts=r.verdicts)
+             for r in results]  # fmt: skip
+    failed = [f"{r.step}: {r.error}" for r in results if r.error]
+    return CheckRun(steps=steps, warnings=failed)
 
 
 def _latest_failed(store: RunStore, step: str) -> str | None:
@@ -95,7 +137,7 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
     result = make_plan(resolve_model(str(options.model_config)), request)
     args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
-        run.summary("plan", result.to_dict())
+        run.result(PlanRun(plan=PlanFigures.model_validate(result.to_dict())))
     return run.run_id
 
 
@@ -137,13 +179,14 @@ def _probe_spec() -> Any:
     return WorkerSpec("cpu", "voice", 256, 4, 768, chunks=25, period_ms=2000)
 
 
-def failure_notes(results: Sequence[StepResult]) -> list[str]:
+def failure_notes(outcome: CheckOutcome) -> list[str]:
     """What failed, a line a step, for the top of the report."""
-    return [f"{r.step}: {r.error}" for r in results if r.error]
+    return [f"{r.step}: {r.error}" for r in outcome if r.error]
 
 
-def report_runs(results: Sequence[StepResult]) -> list[str]:
-    return [r.run_id for r in results if r.run_id]
+def report_runs(outcome: CheckOutcome) -> list[str]:
+    """The check's own run first (its steps and verdicts), then each step's."""
+    return [outcome.run_id, *(r.run_id for r in outcome if r.run_id)]
 
 
 def default_report_path(store_path: Path) -> Path:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from servelab.bench import (
     SLO,
@@ -28,11 +27,12 @@ from servelab.bench import (
     search_slo,
     side_by_side,
 )
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json, show_run
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
 from servelab.core.stats import Interval
 from servelab.core.store import RunStore
+from servelab.report import compare_table, rich_table
 
 
 def bench(
@@ -145,15 +145,8 @@ def bench(
             }
         )
         return
-    out.print(compare_table(result.rows, f"bench {result.run_id}"))
-    for target_name, derived in result.metrics.items():
-        out.print(
-            f"[dim]{target_name} /metrics: {derived['samples']} samples, KV usage max "
-            f"{_pct(derived.get('kv_usage_max'))}, running max {derived.get('running_max')}, "
-            f"prefix hit rate {_pct(derived.get('prefix_hit_rate'))}[/]"
-        )
-    for warning in result.warnings:
-        out.print(f"[yellow]warning:[/] {warning}")
+    with open_store(store) as db:
+        show_run(db, result.run_id)
 
 
 def parse_levels(text: str) -> list[int]:
@@ -194,8 +187,6 @@ def _search(
     run_args: dict[str, object],
     json_out: bool,
 ) -> None:
-    out = console()
-    unit = "req/s" if bounds.over == "rate" else ""
     for scenario in scenarios:
         result, found = search_slo(
             db,
@@ -219,24 +210,7 @@ def _search(
                 }
             )
             continue
-        table = Table(
-            "target",
-            "levels tried (attainment)",
-            f"highest {bounds.over} within the SLO",
-            title=f"{scenario.name}: SLO {slo_text(slo)} for {slo.attainment:.0%} of requests (run {result.run_id})",
-            title_justify="left",
-        )
-        for name, search in found.items():
-            tried = ", ".join(f"{lvl:g}{unit}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
-            first = f"{search.tried[0][0]:g}{unit}" if search.tried else "the first level"
-            best = f"{search.best:g} {unit}".strip() if search.best else f"none (even {first} fails)"
-            table.add_row(name, tried, best)
-        out.print(table)
-
-
-def slo_text(slo: SLO) -> str:
-    parts = [f"{k}<={v:g}ms" for k, v in (("ttft", slo.ttft_ms), ("itl", slo.tpot_ms), ("e2e", slo.e2e_ms)) if v]
-    return ", ".join(parts)
+        show_run(db, result.run_id)
 
 
 def compare(
@@ -257,41 +231,7 @@ def compare(
     if json_out:
         print_json(rows_to_dicts(rows))
     else:
-        console().print(compare_table(rows, f"{run_a} vs {run_b}"))
-
-
-def _pct(value: object) -> str:
-    return f"{value * 100:.1f}%" if isinstance(value, float) else "-"
-
-
-def _iv(iv: Interval | None, digits: int = 1) -> str:
-    if iv is None:
-        return "-"
-    return f"{iv.estimate:.{digits}f} [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
-
-
-def compare_table(rows: list[Row], title: str) -> Table:
-    targets = list(dict.fromkeys(t for row in rows for t in row.cells))
-    table = Table(
-        "scenario",
-        *[f"{t}\ntok/s | TTFT ms | agg tok/s" for t in targets],
-        title=title,
-        title_justify="left",
-        caption="median [95% bootstrap interval]; * the first two targets differ (Mann-Whitney U, p < 0.05)",
-    )
-    for row in rows:
-        cells = []
-        for t in targets:
-            c = row.cells.get(t)
-            if c is None:
-                cells.append("-")
-                continue
-            mark_s = "*" if row.differs["tok_s"] else ""
-            mark_t = "*" if row.differs["ttft_ms"] else ""
-            err = f" ({c.n - c.ok} failed)" if c.ok < c.n else ""
-            cells.append(f"{_iv(c.tok_s)}{mark_s}\n{_iv(c.ttft_ms)}{mark_t}\n{c.aggregate_tok_s:.1f}{err}")
-        table.add_row(row.scenario, *cells)
-    return table
+        console().print(rich_table(compare_table(rows, f"{run_a} vs {run_b}")))
 
 
 def write_csv(rows: list[Row], path: Path) -> None:

@@ -11,13 +11,13 @@ from servelab.bench import resolve_targets
 from servelab.check import (
     STEPS,
     CheckOptions,
-    StepResult,
+    CheckOutcome,
     default_report_path,
     failure_notes,
     report_runs,
     run_check,
 )
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json, show_run
 from servelab.cli.engine import start_with_progress
 from servelab.core.errors import UsageError
 from servelab.engines.embedded import EmbeddedEngine
@@ -78,17 +78,16 @@ def check(
     finally:
         if engine is not None and started_here and not keep_engine:
             engine.down()
-    _finish(results, report, json_out)
+    _finish(db.path, results, report, json_out)
 
 
-def _finish(results: list[StepResult], report: Path, json_out: bool) -> None:
+def _finish(db_path: Path, outcome: CheckOutcome, report: Path, json_out: bool) -> None:
     if json_out:
-        print_json({"steps": [r.__dict__ for r in results], "report": str(report)})
+        steps = [r.__dict__ for r in outcome]
+        print_json({"run_id": outcome.run_id, "steps": steps, "report": str(report)})
     else:
-        out = console()
-        for r in results:
-            what = (r.error and f"[red]failed[/]: {r.error}") or (r.skipped and f"skipped ({r.skipped})") or r.run_id
-            out.print(f"  {r.step:8s} {what}")
-        out.print(f"report: {report.resolve()}")
-    if any(r.error for r in results):
+        with open_store(db_path) as db:
+            show_run(db, outcome.run_id)
+        console().print(f"report: {report.resolve()}")
+    if any(r.error for r in outcome):
         raise typer.Exit(1)

@@ -6,14 +6,21 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from servelab.bench import resolve_targets
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
+from servelab.cli._common import (
+    JsonOption,
+    StoreOption,
+    console,
+    open_store,
+    parse_target,
+    print_json,
+    result_json,
+    show_run,
+)
 from servelab.coexist import (
     AudioFormat,
     CoexistOptions,
-    CoexistResult,
     HttpAudioProbe,
     LlmLoad,
     Probe,
@@ -23,6 +30,7 @@ from servelab.coexist import (
     run_coexist,
 )
 from servelab.core.errors import UsageError
+from servelab.report import plot_intervals
 
 # The stand-in's sizes: "0.6b" is shaped like a 0.6B streaming TTS decoder (28 layers of 1024); "small" fits a CPU.
 SIZES = {"0.6b": (1024, 28, 3072), "small": (256, 4, 768)}
@@ -101,43 +109,17 @@ def coexist(
         result = run_coexist(
             db, the_probe, targets[0] if targets else None, options, args=_args(locals()), progress=progress
         )
-    if plot:
-        from servelab.report import plot_intervals
-
-        plot = plot_intervals(result, plot)  # None: no chunk arrived, nothing drawn
-    if json_out:
-        print_json({"run_id": result.run_id, "conditions": [c.to_dict() for c in result.conditions]})
-    else:
-        _print(result, plot)
+        if plot:
+            plot = plot_intervals(result, plot)  # None: no chunk arrived, nothing drawn
+        if json_out:
+            print_json({"run_id": result.run_id, **result_json(result.stored())})
+        else:
+            show_run(db, result.run_id)
+            if plot:
+                out.print(f"plot: {plot}")
     if result.failed:
         raise typer.Exit(1)
 
 
 def _args(scope: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in scope.items() if isinstance(v, str | int | float | bool | None) and not k.startswith("_")}
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def _print(result: CoexistResult, plot: Path | None) -> None:
-    out = console()
-    table = Table(title=f"coexist {result.run_id}: probe {result.probe.get('probe')}, sharing {result.sharing}")
-    for col in ("condition", "chunks", "TTFA p50", "interval p50", "p95", "p99 [95% CI]", "max", "RTF mean"):
-        table.add_column(col, justify="right")
-    for lf in result.conditions[0].listeners if result.conditions else []:
-        table.add_column(f"underruns @{lf.lookahead_ms:g} ms", justify="right")
-    for c in result.conditions:
-        ci = f"{_fmt(c.interval_p99_ms)} [{_fmt(c.interval_p99_low_ms)}, {_fmt(c.interval_p99_high_ms)}]"
-        row = [c.condition, str(c.chunks), _fmt(c.ttfa_p50_ms), _fmt(c.interval_p50_ms), _fmt(c.interval_p95_ms)]
-        row += [ci, _fmt(c.interval_max_ms), _fmt(c.rtf_mean, 2)]
-        row += [f"{lf.underruns} ({_fmt(lf.stall_ms, 0)} ms)" for lf in c.listeners]
-        table.add_row(*row)
-    out.print(table)
-    for w in result.warnings:
-        out.print(f"[yellow]warning:[/] {w}")
-    if result.failed:
-        out.print(f"[red]failed part-way:[/] {result.failed} (what was measured is stored)")
-    if plot:
-        out.print(f"plot: {plot}")

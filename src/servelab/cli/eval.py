@@ -6,10 +6,17 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from servelab.bench import resolve_targets
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json
+from servelab.cli._common import (
+    JsonOption,
+    StoreOption,
+    open_store,
+    parse_target,
+    print_json,
+    result_json,
+    show_run,
+)
 from servelab.core.errors import UsageError
 from servelab.eval import (
     AgentLimits,
@@ -59,6 +66,8 @@ def eval_command(
     suites = _suites(suite)
     lengths = _lengths(needle_lengths)
     needs_sandbox = bool(set(suites) & set(CODE_SUITES))
+    repo: list[RepoResult] = []
+    result: EvalResult | None = None
     with open_store(store) as db:
         if regrade_run:
             result = regrade(db, regrade_run, _regrade_options(needs_sandbox, unsafe))
@@ -81,56 +90,22 @@ def eval_command(
                 run_repo(db, targets, t, options.sandbox or "bwrap", repeats=repeats, limits=limits, args=args)
                 for t in tasks
             ]
-            if not items:
-                _show_repo(repo, json_out)
-                return
-            result = run_eval(db, targets, items, options, args=args)
-            if not json_out:
-                _show_repo(repo, json_out)
-            else:
-                repo_json = [{"run_id": r.run_id, **r.summary} for r in repo]
-                print_json({"run_id": result.run_id, **result.summary, "warnings": result.warnings, "repo": repo_json})
-                return
-    if json_out:
-        print_json({"run_id": result.run_id, **result.summary, "warnings": result.warnings})
-        return
-    show(result)
+            result = run_eval(db, targets, items, options, args=args) if items else None
+        runs = [r.run_id for r in repo] + ([result.run_id] if result else [])
+        if json_out:
+            print_json(_json(result, repo))
+            return
+        for run_id in runs:
+            show_run(db, run_id)
 
 
-def _show_repo(results: list[RepoResult], json_out: bool) -> None:
-    if json_out:
-        for r in results:
-            print_json({"run_id": r.run_id, **r.summary})
-        return
-    for r in results:
-        table = Table(
-            "target",
-            "resolved",
-            "visible tests",
-            "hidden tests",
-            "gap",
-            "tampered",
-            *r.summary["targets"][next(iter(r.summary["targets"]))]["traps"],
-            title=f"repo repair: {r.summary['task']} (run {r.run_id})",
-            title_justify="left",
-            caption="traps: attempts that passed every test probing the trap",
-        )
-        for target, row in r.summary["targets"].items():
-            res = row["resolved"]
-            table.add_row(
-                target,
-                f"{res['k']}/{res['n']} [{res['low']:.0%}, {res['high']:.0%}]",
-                _pct(row["visible_pass_rate"]),
-                _pct(row["hidden_pass_rate"]),
-                _pct(row["gap"]),
-                str(row.get("tampered", 0)),
-                *(f"{v}/{row['attempts']}" for v in row["traps"].values()),
-            )
-        console().print(table)
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+def _json(result: EvalResult | None, repo: list[RepoResult]) -> dict[str, Any]:
+    """The eval run's result as JSON (targets, paired, replies), the repo runs' beside it."""
+    repo_json = [{"run_id": r.run_id, **result_json(r.stored)} for r in repo if r.stored]
+    if result is None:
+        return repo_json[0] if len(repo_json) == 1 else {"repo": repo_json}
+    data = {"run_id": result.run_id, **result_json(result.stored), "warnings": result.warnings}
+    return {**data, "repo": repo_json} if repo_json else data
 
 
 def _regrade_options(needs_sandbox: bool, unsafe: bool) -> EvalOptions:
@@ -164,67 +139,3 @@ def _lengths(text: str) -> list[int]:
     if not values or min(values) < 100:
         raise UsageError(f"--needle-lengths wants sizes of at least 100 tokens, got {text!r}")
     return values
-
-
-def _rate(acc: dict[str, Any]) -> str:
-    if not acc["n"]:
-        return "-"
-    return f"{acc['k']}/{acc['n']} {acc['rate']:.0%} [{acc['low']:.0%}, {acc['high']:.0%}]"
-
-
-def show(result: EvalResult) -> None:
-    out = console()
-    table = Table(
-        "target",
-        "suite",
-        "correct",
-        "format\nviolation",
-        "wrong",
-        "error",
-        "timeout",
-        "strict accuracy",
-        "semantic accuracy",
-        title=f"eval {result.run_id}",
-        title_justify="left",
-        caption="k/n, with the 95% Wilson interval; semantic = correct + format violations",
-    )
-    for target, data in result.summary["targets"].items():
-        for suite, acc in [*data["suites"].items(), ("all", data["all"])]:
-            counts = acc["outcomes"]
-            table.add_row(
-                target,
-                suite,
-                *(str(counts[k]) for k in ("correct", "format_violation", "wrong", "error", "timeout")),
-                _rate(acc["strict"]),
-                _rate(acc["semantic"]),
-            )
-    out.print(table)
-    for line in verdicts(result.summary):
-        out.print(line)
-    for warning in result.warnings:
-        out.print(f"[yellow]warning:[/] {warning}")
-
-
-def verdicts(summary: dict[str, Any]) -> list[str]:
-    """The lines a person wants: violations against wrong answers, reliability, and who is better."""
-    lines = []
-    for target, data in summary["targets"].items():
-        c = data["all"]["outcomes"]
-        lines.append(
-            f"{target}: {c['correct']} correct, {c['format_violation']} format violations, {c['wrong']} wrong, "
-            f"{c['error']} errors, {c['timeout']} timeouts"
-        )
-        rep = data.get("repeats")
-        if rep and rep["items"]:
-            lines.append(
-                f"{target}: over {rep['k']} repeats pass@{rep['k']} {rep['pass_at_k']:.2f}, "
-                f"pass^{rep['k']} {rep['pass_hat_k']:.2f}, {rep['flip_rate']:.0%} of items changed outcome"
-            )
-    pair = summary.get("paired")
-    if pair:
-        s = pair["strict"]
-        lines.append(
-            f"{pair['first']} vs {pair['second']} (strict, McNemar over {s['items']} items: "
-            f"{s['only_first']} only the first, {s['only_second']} only the second, p={s['p']:.3f}): {s['verdict']}"
-        )
-    return lines

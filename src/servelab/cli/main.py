@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _signals_interrupt():
             code = app(args=argv, prog_name="servelab", standalone_mode=False)
-        if code == 130:  # typer answers Ctrl-C with Exit(130)
-            return _interrupted(err, KeyboardInterrupt())
+        if code == 130:  # typer answers Ctrl-C (and so our signals, KeyboardInterrupts too) with Exit(130)
+            return _interrupted(err, Interrupted(_RECEIVED[-1]) if _RECEIVED else KeyboardInterrupt())
     except ServelabError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         if exc.hint:
@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+_RECEIVED: list[str] = []  # the signals this process was stopped by
 
 
 @contextlib.contextmanager
@@ -70,7 +69,8 @@ def _signals_interrupt() -> Iterator[None]:
         return
 
     def stop(signum: int, _frame: object) -> None:
-        raise Interrupted(signal.Signals(signum).name)
+        _RECEIVED.append(signal.Signals(signum).name)
+        raise Interrupted(_RECEIVED[-1])
 
     old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
@@ -87,3 +87,7 @@ def _interrupted(err: Console, exc: BaseException) -> int:
     if isinstance(exc, Interrupted):
         return 128 + int(signal.Signals[exc.signal_name])
     return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
 from servelab.core.export import export_run
-from servelab.report import summary_table
+from servelab.core.results import load_result
+from servelab.report import print_section, section
 
 app = typer.Typer(help="Stored runs: list, show, export.", no_args_is_help=True)
 
@@ -55,32 +56,33 @@ def show(
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
 ) -> None:
-    """The run's manifest and summaries."""
+    """The run as the report shows it: its tables, verdicts and problems (--json: its typed result)."""
     with open_store(store) as db:
         info = db.get_run(run_id)
         summaries = db.summaries(info.run_id)
-    if json_out:
-        print_json(
-            {
-                "run_id": info.run_id,
-                "kind": info.kind,
-                "status": info.status,
-                "records": info.record_count,
-                "manifest": info.manifest,
-                "summaries": summaries,
-            }
+        result = load_result(db, info)
+        if json_out:
+            print_json(
+                {
+                    "run_id": info.run_id,
+                    "kind": info.kind,
+                    "status": info.status,
+                    "error": info.error,
+                    "records": info.record_count,
+                    "manifest": info.manifest,
+                    "result": None if result is None else result.model_dump(mode="json"),
+                    "summaries": summaries,
+                }
+            )
+            return
+        out = console()
+        out.print(
+            f"[bold]{info.run_id}[/]  {info.kind}  {info.status}  {info.record_count} records  "
+            f"started {_when(info.created_at)}"
         )
-        return
-    out = console()
-    out.print(
-        f"[bold]{info.run_id}[/]  {info.kind}  {info.status}  {info.record_count} records  "
-        f"started {_when(info.created_at)}"
-    )
-    for name, data in summaries.items():
-        if {"ok", "requests", "ttft_ms"} <= data.keys():
-            out.print(summary_table(name, data))
-        else:
-            out.print(f"[dim]{name}: {', '.join(sorted(data))} (see runs export)[/]")
+        print_section(out, section(db, info, with_plots=False), heading=False)
+    if summaries and result is not None:
+        out.print(f"[dim]kept beside the result: {', '.join(summaries)} (servelab runs export {info.run_id})[/]")
 
 
 @app.command()

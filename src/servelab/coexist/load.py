@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from servelab.core.records import RequestRecord
+from servelab.core.records import Labels, RequestRecord
 from servelab.core.urls import api_base
 from servelab.load.runner import Load, ScenarioRun, Target, fit_filler, token_counter
 from servelab.load.scenarios import Scenario
@@ -58,7 +58,7 @@ class Background:
         for scenario in steps:
             labelled = replace(scenario, name=f"{scenario.name}@{condition}")
             load_ = Load(requests=None, warmup=0, max_consecutive_errors=20, keep_cancelled=True)  # until stopped
-            run = ScenarioRun(self.target, labelled, load_, self.sink)
+            run = ScenarioRun(self.target, labelled, load_, self.sink, Labels(condition=condition))
             self._runs.append(run)
             self._tasks.append(asyncio.create_task(run.run()))
 

@@ -10,10 +10,11 @@ from typing import Any
 from servelab.coexist.load import CONDITIONS, Background, LlmLoad, fitted_prefill
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
-from servelab.coexist.summary import ConditionFigures, figures
+from servelab.coexist.summary import figures
 from servelab.core.errors import UsageError
 from servelab.core.recorder import RunRecorder, describe
 from servelab.core.records import RequestRecord
+from servelab.core.results import CoexistRun, ConditionFigures, Facts, LlmFigures, load_result
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import summarize
 from servelab.engines.manifest import build_manifest
@@ -22,13 +23,13 @@ from servelab.load.runner import Target
 SHARING_MODES = ("time-sliced", "mps", "green")
 
 
-def parse_sharing(spec: str) -> dict[str, Any]:
+def parse_sharing(spec: str) -> Facts:
     """``time-sliced`` (separate processes, the default), ``mps[:PCT]`` (CUDA MPS, the LLM side capped at PCT% of
     the SMs by whoever started it), or ``green:SMS`` (the GPU probe in a green context of SMS SMs)."""
     mode, _, value = spec.partition(":")
     if mode not in SHARING_MODES or (mode == "green" and not value.isdigit()) or (value and not value.isdigit()):
         raise UsageError(f"--sharing is time-sliced, mps[:PCT] or green:SMS, got {spec!r}")
-    out: dict[str, Any] = {"mode": mode}
+    out: Facts = {"mode": mode}
     if mode == "mps" and value:
         out["llm_active_thread_pct"] = int(value)
     if mode == "green":
@@ -45,18 +46,28 @@ class CoexistOptions:
     load: LlmLoad = field(default_factory=LlmLoad)
     settle_s: float = 2.0  # the LLM load runs this long before the probe starts
     min_chunks: int = 1000
-    sharing: dict[str, Any] = field(default_factory=lambda: {"mode": "time-sliced"})
+    sharing: Facts = field(default_factory=lambda: {"mode": "time-sliced"})
 
 
 @dataclass
 class CoexistResult:
     run_id: str
-    probe: dict[str, Any]
-    sharing: dict[str, Any]
+    probe: Facts
+    sharing: Facts
     conditions: list[ConditionFigures]
     utterances: list[Utterance]
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None
+
+    def stored(self) -> CoexistRun:
+        """The typed result every output renders (the utterances are kept beside it as raw material)."""
+        return CoexistRun(
+            probe=self.probe,
+            sharing=self.sharing,
+            conditions=self.conditions,
+            warnings=self.warnings,
+            error=self.failed,
+        )
 
 
 def _check(options: CoexistOptions, target: Target | None) -> None:
@@ -87,11 +98,11 @@ def run_coexist(
     except Exception as exc:  # keep the measured part, say what broke
         session.failed = describe(exc)
     except BaseException as exc:  # Ctrl-C or a signal: keep what was measured, mark it interrupted, stop
-        run.summary("coexist", _summary_dict(session.result()))
+        run.result(session.result().stored())
         run.fail(exc)
         raise
     result = session.result()
-    run.summary("coexist", _summary_dict(result))
+    run.result(result.stored())
     run.summary("coexist/utterances", {"utterances": [_utterance_dict(u) for u in result.utterances]})
     run.finish(STATUS_FAILED if session.failed else STATUS_COMPLETE, session.failed)
     return result
@@ -111,7 +122,7 @@ class _Session:
         self.utterances: list[Utterance] = []
         self.records: list[RequestRecord] = []
         self.warnings: list[str] = []
-        self.probe_info: dict[str, Any] = {}
+        self.probe_info: Facts = {}
         self.failed: str | None = None
 
     def _sink(self, record: RequestRecord) -> None:
@@ -151,7 +162,7 @@ class _Session:
         for condition in self.options.conditions:
             mine = [u for u in self.utterances if u.condition == condition]
             figs = figures(condition, mine, self.options.lookaheads_ms)
-            figs.llm = _llm_figures([r for r in self.records if r.scenario.endswith(f"@{condition}")])
+            figs.llm = _llm_figures([r for r in self.records if r.labels.condition == condition])
             if figs.chunks < self.options.min_chunks:
                 self.warnings.append(
                     f"{condition}: p99 rests on {figs.chunks} chunks (at least {self.options.min_chunks} wanted; "
@@ -163,22 +174,14 @@ class _Session:
         )
 
 
-def _llm_figures(records: Sequence[RequestRecord]) -> dict[str, Any]:
+def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     if not records:
-        return {}
-    s = summarize(records).to_dict()
-    keep = ("requests", "ok", "errors", "ttft_ms", "tpot_ms", "aggregate_tok_s")
-    return {k: v for k, v in s.items() if k in keep}
-
-
-def _summary_dict(result: CoexistResult) -> dict[str, Any]:
-    return {
-        "probe": result.probe,
-        "sharing": result.sharing,
-        "conditions": [c.to_dict() for c in result.conditions],
-        "warnings": result.warnings,
-        "failed": result.failed,
-    }
+        return None
+    s = summarize(records)
+    return LlmFigures(
+        requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms,
+        aggregate_tok_s=s.aggregate_tok_s,
+    )  # fmt: skip
 
 
 def _utterance_dict(u: Utterance) -> dict[str, Any]:
@@ -192,10 +195,10 @@ def _utterance_dict(u: Utterance) -> dict[str, Any]:
 
 def stored_result(store: RunStore, run_id: str) -> CoexistResult:
     """A stored coexist run, its figures computed again from the stored utterances (and LLM records)."""
-    summaries = store.summaries(run_id)
-    if "coexist" not in summaries:
+    head = load_result(store, store.get_run(run_id))
+    if not isinstance(head, CoexistRun):
         raise UsageError(f"run {run_id} is not a coexist run")
-    head, raw = summaries["coexist"], summaries.get("coexist/utterances", {}).get("utterances", [])
+    raw = store.summaries(run_id).get("coexist/utterances", {}).get("utterances", [])
     utterances = [
         Utterance(
             u["scheduled"], tuple(Chunk(u["scheduled"] + t, a) for t, a in u["chunks"]), u["condition"], u["error"]
@@ -204,12 +207,10 @@ def stored_result(store: RunStore, run_id: str) -> CoexistResult:
     ]
     records = store.records(run_id)
     conditions = []
-    for stored in head["conditions"]:
-        name = stored["condition"]
-        lookaheads = [lf["lookahead_ms"] for lf in stored["listeners"]]
+    for stored in head.conditions:
+        name = stored.condition
+        lookaheads = [lf.lookahead_ms for lf in stored.listeners]
         figs = figures(name, [u for u in utterances if u.condition == name], lookaheads)
-        figs.llm = _llm_figures([r for r in records if r.scenario.endswith(f"@{name}")])
+        figs.llm = _llm_figures([r for r in records if r.labels.condition == name])
         conditions.append(figs)
-    return CoexistResult(
-        run_id, head["probe"], head["sharing"], conditions, utterances, head["warnings"], head.get("failed")
-    )
+    return CoexistResult(run_id, head.probe, head.sharing, conditions, utterances, head.warnings, head.error)

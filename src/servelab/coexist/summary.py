@@ -6,50 +6,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from servelab.coexist.playback import Utterance, play
+from servelab.core.results import ConditionFigures, ListenerFigures
 from servelab.core.stats import quantile_interval
 
 MS = 1000.0
-
-
-@dataclass
-class ListenerFigures:
-    lookahead_ms: float
-    underruns: int
-    utterances_with_underrun: int
-    stall_ms: float
-    stall_ms_per_min: float  # stall per minute of audio
-    start_p50_ms: float | None  # scheduled -> playback starts
-
-
-@dataclass
-class ConditionFigures:
-    condition: str
-    utterances: int
-    chunks: int
-    errors: int
-    ttfa_p50_ms: float | None
-    ttfa_p95_ms: float | None
-    interval_p50_ms: float | None
-    interval_p95_ms: float | None
-    interval_p99_ms: float | None
-    interval_p99_low_ms: float | None
-    interval_p99_high_ms: float | None  # None: too few chunks for an upper bound
-    interval_max_ms: float | None
-    lag_p99_ms: float | None
-    rtf_mean: float | None  # per utterance: scheduled -> last chunk, over its audio (waiting for a late start counts)
-    rtf_p95: float | None
-    pace_rtf: float | None  # the chunk pace: all intervals over the audio of the chunks they brought (no start wait)
-    listeners: list[ListenerFigures] = field(default_factory=list)
-    frame_latency_p99_ms: float | None = None
-    min_fps: float | None = None
-    llm: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _ms(value: float | None) -> float | None:

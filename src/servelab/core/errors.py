@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-class Interrupted(BaseException):
-    """A signal asked the run to stop (SIGTERM, SIGHUP); like KeyboardInterrupt, not an error of the run."""
+class Interrupted(KeyboardInterrupt):
+    """A signal asked the run to stop (SIGTERM, SIGHUP); a KeyboardInterrupt, so the event loop lets it out at once
+    from a task or a callback (another BaseException would be kept on the task, or logged, and the run go on)."""
 
     def __init__(self, signal_name: str) -> None:
         super().__init__(signal_name)

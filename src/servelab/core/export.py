@@ -7,10 +7,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from servelab.core.records import ErrorClass
+from servelab.core.results import AnyResult, load_result
 from servelab.core.store import RunStore
 
 SCHEMA_NAME: Literal["servelab.run"] = "servelab.run"
-SCHEMA_VERSION: Literal[1] = 1
+SCHEMA_VERSION: Literal[2] = 2  # 2: the typed result, labels on records, status interrupted, the run's error
 
 
 class ExportedRecord(BaseModel):
@@ -43,6 +44,10 @@ class ExportedRecord(BaseModel):
     server_timings: dict[str, Any] | None = Field(description="llama.cpp `timings`, when sent")
     error: ErrorClass | None
     error_detail: str | None
+    labels: dict[str, str | int | float] = Field(
+        default_factory=dict,
+        description="where the request belongs: step, level, rate, phase, condition, suite, item, repeat, turn",
+    )
 
 
 class ExportedRun(BaseModel):
@@ -51,24 +56,27 @@ class ExportedRun(BaseModel):
     kind: str
     created_at: float = Field(description="Unix time")
     finished_at: float | None
-    status: Literal["running", "complete", "failed"] = Field(
-        description="'running' on a run that was killed before it finished"
+    status: Literal["running", "complete", "failed", "interrupted"] = Field(
+        description="'running' on a run that was killed before it finished; 'interrupted': Ctrl-C or a signal"
     )
+    error: str | None = Field(None, description="what stopped a failed or interrupted run")
     manifest: dict[str, Any]
 
 
 class RunExport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_name: Literal["servelab.run"] = Field(SCHEMA_NAME, alias="schema")
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     run: ExportedRun
-    summaries: dict[str, dict[str, Any]]
+    result: AnyResult | None = Field(description="the run's typed result, by its kind; null when it has none")
+    summaries: dict[str, dict[str, Any]] = Field(description="raw material kept beside the result, by name")
     records: list[ExportedRecord]
 
 
 def export_run(store: RunStore, run_id: str) -> dict[str, Any]:
     """The run as a JSON-ready dict that validates against :class:`RunExport`."""
     info = store.get_run(run_id)
+    result = load_result(store, info)
     data = {
         "schema": SCHEMA_NAME,
         "schema_version": SCHEMA_VERSION,
@@ -78,8 +86,10 @@ def export_run(store: RunStore, run_id: str) -> dict[str, Any]:
             "created_at": info.created_at,
             "finished_at": info.finished_at,
             "status": info.status,
+            "error": info.error,
             "manifest": info.manifest,
         },
+        "result": None if result is None else result.model_dump(mode="json"),
         "summaries": store.summaries(info.run_id),
         "records": [r.to_dict() for r in store.iter_records(info.run_id)],
     }

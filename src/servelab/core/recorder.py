@@ -10,6 +10,7 @@ from typing import Any
 
 from servelab.core.errors import Interrupted
 from servelab.core.records import RequestRecord
+from servelab.core.results import RunResult, save_result
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, STATUS_INTERRUPTED, RunStore
 
 INTERRUPTED: list[str] = []  # runs this process marked interrupted, so the CLI can say which it kept
@@ -26,6 +27,7 @@ class RunRecorder:
         self.store, self.on_record = store, on_record
         self.run_id = store.create_run(kind, manifest)
         self.finished: str | None = None
+        self.current: RunResult | None = None
 
     def sink(self, record: RequestRecord) -> None:
         """Store one finished request (and pass it to ``on_record``: a progress line, a live table)."""
@@ -34,13 +36,24 @@ class RunRecorder:
             self.on_record(record)
 
     def summary(self, name: str, data: dict[str, Any]) -> None:
+        """Raw material kept beside the result (an eval's items, so it can be graded again)."""
         self.store.put_summary(self.run_id, name, data)
+
+    def result(self, result: RunResult) -> None:
+        """Store the run's typed result whole (again as it grows: a run cut short keeps the last one)."""
+        if self.finished is not None:
+            result = result.model_copy(update={"status": self.finished})
+        self.current = result
+        save_result(self.store, self.run_id, result)
 
     def finish(self, status: str = STATUS_COMPLETE, error: str | None = None) -> None:
         """Once: later calls keep the first status."""
         if self.finished is None:
             self.finished = status
             self.store.finish_run(self.run_id, status, error)
+            if self.current is not None:
+                update = {"status": status, "error": error or self.current.error}
+                save_result(self.store, self.run_id, self.current.model_copy(update=update))
             if status == STATUS_INTERRUPTED:
                 INTERRUPTED.append(self.run_id)
 

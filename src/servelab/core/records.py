@@ -25,6 +25,58 @@ class ErrorClass(enum.StrEnum):
     CLIENT = "client"  # a bug on our side, kept as data rather than raised
 
 
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """Where a request belongs in its run, as fields (``scenario`` on the record is only its display name)."""
+
+    step: str = ""  # the step as its capability names it: a bench scenario at its level, an eval suite item
+    level: int | None = None  # closed-loop concurrency
+    rate: float | None = None  # open-loop requests per second
+    phase: str | None = None  # "warmup", "cold", "warm"
+    sweep_of: str | None = None  # a sweep's step: the scenario it is a level (or rate) of
+    condition: str | None = None  # coexist: the condition the LLM load ran under
+    suite: str | None = None  # eval
+    item: str | None = None
+    repeat: int | None = None
+    turn: int | None = None  # a multi-turn item's turn, from 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != ""}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Labels:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    @classmethod
+    def from_scenario(cls, scenario: str) -> Labels:
+        """The labels of a record stored before labels were fields, read from its packed scenario string
+        (``name@c4``, ``name@r2``, ``name:warm``, ``llm-decode@prefill``, ``suite/item#2+3``)."""
+        if scenario in ("warmup", ""):
+            return cls(step=scenario, phase="warmup" if scenario else None)
+        if "#" in scenario and "/" in scenario.rpartition("#")[0]:
+            head, _, tail = scenario.rpartition("#")
+            suite, _, item = head.partition("/")
+            repeat, _, turn = tail.partition("+")
+            if repeat.isdigit() and (not turn or turn.isdigit()):
+                return cls(step=scenario, suite=suite, item=item, repeat=int(repeat), turn=int(turn or 1))
+        base, phase = scenario, None
+        for p in ("cold", "warm"):
+            if base.endswith(f":{p}"):
+                base, phase = base.removesuffix(f":{p}"), p
+        name, _, tail = base.rpartition("@")
+        if name and tail[:1] == "c" and tail[1:].isdigit():
+            return cls(step=base, level=int(tail[1:]), phase=phase, sweep_of=name)
+        if name and tail[:1] == "r":
+            try:
+                return cls(step=base, rate=float(tail[1:]), phase=phase, sweep_of=name)
+            except ValueError:
+                pass
+        if name and tail:
+            return cls(step=name, condition=tail, phase=phase)
+        return cls(step=base, phase=phase)
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """One request, as the client saw it."""
@@ -57,6 +109,7 @@ class RequestRecord:
     server_timings: dict[str, Any] | None = None  # llama.cpp's `timings`
     error: ErrorClass | None = None
     error_detail: str | None = None
+    labels: Labels = field(default_factory=Labels)
 
     @property
     def ok(self) -> bool:
@@ -65,6 +118,7 @@ class RequestRecord:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["error"] = self.error.value if self.error else None
+        data["labels"] = self.labels.to_dict()
         return data
 
     @classmethod
@@ -72,4 +126,8 @@ class RequestRecord:
         data = dict(data)
         err = data.get("error")
         data["error"] = ErrorClass(err) if err else None
+        labels = data.get("labels")
+        data["labels"] = (
+            Labels.from_dict(labels) if isinstance(labels, dict) else Labels.from_scenario(data.get("scenario", ""))
+        )
         return cls(**data)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,15 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: what stopped a failed run, said once at its finish
     "ALTER TABLE runs ADD COLUMN error TEXT;",
+    # 3: the run's typed result (servelab.core.results), stored whole and replaced as the run grows
+    """
+    CREATE TABLE results (
+        run_id  TEXT PRIMARY KEY REFERENCES runs(run_id) ON DELETE CASCADE,
+        kind    TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        data    TEXT NOT NULL
+    );
+    """,
 )
 
 STATUS_RUNNING = "running"
@@ -100,14 +111,22 @@ class RunStore:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def _migrate(self) -> None:
+        self._check_version()
+        if self.schema_version == len(MIGRATIONS):
+            return
+        with _migration_lock(self.path):  # two processes opening a new store: one migrates, the other then sees it
+            current = self._check_version()
+            for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
+                self._db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;")
+
+    def _check_version(self) -> int:
         current = self.schema_version
         if current > len(MIGRATIONS):
             raise StoreError(
                 f"run store {self.path} has schema {current}, newer than this servelab knows ({len(MIGRATIONS)})",
                 hint="upgrade servelab, or point SERVELAB_HOME at another folder",
             )
-        for version, script in enumerate(MIGRATIONS[current:], start=current + 1):
-            self._db.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {version};\nCOMMIT;")
+        return current
 
     # -- writing -----------------------------------------------------------------------------
     def create_run(self, kind: str, manifest: dict[str, Any], run_id: str | None = None) -> str:
@@ -137,6 +156,12 @@ class RunStore:
         self._db.execute(
             "INSERT OR REPLACE INTO summaries (run_id, name, data) VALUES (?, ?, ?)",
             (run_id, name, json.dumps(data)),
+        )
+
+    def put_result(self, run_id: str, kind: str, version: int, data: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO results (run_id, kind, version, data) VALUES (?, ?, ?, ?)",
+            (run_id, kind, version, data),
         )
 
     def finish_run(self, run_id: str, status: str = STATUS_COMPLETE, error: str | None = None) -> None:
@@ -175,9 +200,24 @@ class RunStore:
         for (data,) in rows:
             yield RequestRecord.from_dict(json.loads(data))
 
+    def result(self, run_id: str) -> tuple[str, int, str] | None:
+        """(kind, version, JSON) of the run's stored result, if it has one."""
+        row = self._db.execute("SELECT kind, version, data FROM results WHERE run_id = ?", (run_id,)).fetchone()
+        return (str(row[0]), int(row[1]), str(row[2])) if row else None
+
     def summaries(self, run_id: str) -> dict[str, dict[str, Any]]:
         rows = self._db.execute("SELECT name, data FROM summaries WHERE run_id = ? ORDER BY name", (run_id,))
         return {name: json.loads(data) for name, data in rows}
+
+
+@contextmanager
+def _migration_lock(path: Path) -> Iterator[None]:
+    with open(f"{path}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run_info(row: Sequence[Any]) -> RunInfo:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from servelab.core.records import ErrorClass, RequestRecord
+from servelab.core.records import ErrorClass, Labels, RequestRecord
 from servelab.core.urls import api_base
 from servelab.engines.interpret import StreamInterpreter
 from servelab.engines.sse import SSEDecoder
@@ -78,12 +78,15 @@ class StreamClient:
         self.target = target
         self.options = options or ClientOptions()
 
-    def new_record(self, endpoint: Endpoint, *, scenario: str = "", request_id: str | None = None) -> RequestRecord:
+    def new_record(
+        self, endpoint: Endpoint, *, scenario: str = "", request_id: str | None = None, labels: Labels | None = None
+    ) -> RequestRecord:
         return RequestRecord(
             request_id=request_id or uuid.uuid4().hex[:16],
             endpoint=endpoint,
             scenario=scenario,
             target=self.target,
+            labels=labels if labels is not None else Labels(step=scenario),
         )
 
     def build_payload(self, endpoint: Endpoint, payload: dict[str, Any]) -> dict[str, Any]:

@@ -11,12 +11,21 @@ from typing import Any
 from servelab.core.errors import UsageError
 from servelab.core.recorder import recording
 from servelab.core.records import RequestRecord
+from servelab.core.results import EvalRun, save_result
 from servelab.core.store import RunStore
 from servelab.engines.manifest import build_manifest
 from servelab.eval.items import Item, load_suite
 from servelab.eval.needle import needle_grid
 from servelab.eval.replay import agreement, load_traces
-from servelab.eval.runner import EvalOptions, GradedReply, ask_all, grade_all, item_from_dict, item_to_dict
+from servelab.eval.runner import (
+    EvalOptions,
+    GradedReply,
+    ask_all,
+    grade_all,
+    item_from_dict,
+    item_to_dict,
+    reply_result,
+)
 from servelab.eval.stats import accuracy, paired, repeats
 from servelab.load.runner import Target
 
@@ -44,7 +53,7 @@ def load_items(
 class EvalResult:
     run_id: str
     replies: dict[str, list[GradedReply]] = field(default_factory=dict)  # target -> graded replies
-    summary: dict[str, Any] = field(default_factory=dict)
+    stored: EvalRun = field(default_factory=EvalRun)  # what every output renders
     warnings: list[str] = field(default_factory=list)
 
 
@@ -118,15 +127,18 @@ def run_eval(
             run.summary(f"eval/items/{target.name}", {"items": [item_to_dict(i) for i in asked]})
             result.replies[target.name] = grade_all(asked, records, options)
             result.warnings += _warnings(target.name, result.replies[target.name])
-        _store_grades(store, run.run_id, result, options)
+            run.result(_graded(result, options))
     return result
 
 
-def _store_grades(store: RunStore, run_id: str, result: EvalResult, options: EvalOptions) -> None:
-    for target, got in result.replies.items():
-        store.put_summary(run_id, f"eval/{target}", {"sandbox": options.sandbox, "replies": [g.to_dict() for g in got]})
-    result.summary = summarize(result.replies, options.repeats)
-    store.put_summary(run_id, "eval/summary", {**result.summary, "warnings": result.warnings})
+def _graded(result: EvalResult, options: EvalOptions) -> EvalRun:
+    """The typed result of what is graded so far: accuracies, the pairing, every reply."""
+    summary = summarize(result.replies, options.repeats)
+    replies = [reply_result(g) for got in result.replies.values() for g in got]
+    result.stored = EvalRun.model_validate(
+        {**summary, "replies": replies, "warnings": result.warnings, "sandbox": options.sandbox}
+    )
+    return result.stored
 
 
 def regrade(store: RunStore, run_id: str, options: EvalOptions) -> EvalResult:
@@ -142,5 +154,6 @@ def regrade(store: RunStore, run_id: str, options: EvalOptions) -> EvalResult:
         asked = summaries.get(f"eval/items/{target}", stored)
         items = [item_from_dict(d) for d in asked["items"]]
         result.replies[target] = grade_all(items, [r for r in records if r.target == target], options)
-    _store_grades(store, info.run_id, result, options)
+    graded = _graded(result, options)
+    save_result(store, info.run_id, graded.model_copy(update={"status": info.status, "error": info.error}))
     return result

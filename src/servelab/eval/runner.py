@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servelab.core.records import RequestRecord
+from servelab.core.records import Labels, RequestRecord
+from servelab.core.results import Reply
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.eval import backends
 from servelab.eval.grade import Grade, failed, from_channels, grade_exact, grade_text, grade_tool
@@ -34,13 +35,16 @@ def label(item: Item, repeat: int) -> str:
     return f"{item.suite}/{item.id}#{repeat}"
 
 
-def parse_label(text: str) -> tuple[str, str, int, int]:
-    """``suite/item#repeat`` or ``suite/item#repeat+turn`` (a multi-turn item's later turns) →
-    (suite, item, repeat, turn)."""
-    head, _, tail = text.rpartition("#")
-    suite, _, item = head.partition("/")
-    repeat, _, turn = tail.partition("+")
-    return suite, item, int(repeat), int(turn or 1)
+def labels(item: Item, repeat: int, turn: int) -> Labels:
+    return Labels(step=label(item, repeat), suite=item.suite, item=item.id, repeat=repeat, turn=turn)
+
+
+def parse_labels(record: RequestRecord) -> tuple[str, str, int, int] | None:
+    """(suite, item, repeat, turn) of an eval reply; None for a record that is not one."""
+    got = record.labels
+    if got.suite is None or got.item is None or got.repeat is None:
+        return None
+    return got.suite, got.item, got.repeat, got.turn or 1
 
 
 def payload(target: Target, item: Item, options: EvalOptions) -> dict[str, Any]:
@@ -94,7 +98,7 @@ async def _conversation(
     records: list[RequestRecord] = []
     for turn in range(1, turns + 1):
         name = label(item, repeat) + (f"+{turn}" if turn > 1 else "")
-        record = client.new_record("chat", scenario=name)
+        record = client.new_record("chat", scenario=name, labels=labels(item, repeat, turn))
         await client.send("chat", body, record=record)
         sink(record)
         records.append(record)
@@ -168,12 +172,33 @@ class GradedReply:
         }
 
 
+REPLY_CHARS = 400  # of the model's text kept in the result for a person (the record keeps it whole)
+
+
+def reply_result(g: GradedReply) -> Reply:
+    record = g.record
+    error = f"{record.error.value}: {record.error_detail}" if record.error else None
+    return Reply(
+        target=record.target, suite=g.item.suite, item=g.item.id, category=g.item.category, repeat=g.repeat,
+        outcome=g.grade.outcome.value, strict=g.grade.strict, semantic=g.grade.semantic, detail=g.grade.detail,
+        request_id=record.request_id, prompt_tokens=record.prompt_tokens,
+        reply=(record.output_text or _calls_text(record))[:REPLY_CHARS], error=error,
+    )  # fmt: skip
+
+
+def _calls_text(record: RequestRecord) -> str:
+    calls = [c.get("function", {}) for c in record.tool_calls]
+    return "; ".join(f"{c.get('name')}({c.get('arguments', '')})" for c in calls)
+
+
 def grade_all(items: Sequence[Item], records: Sequence[RequestRecord], options: EvalOptions) -> list[GradedReply]:
     """One graded reply per item and repeat (a multi-turn item's later turns feed its grade)."""
     by_id = {(i.suite, i.id): i for i in items}
     turns: dict[tuple[str, str, int], dict[int, RequestRecord]] = {}
     for record in records:
-        suite, item_id, repeat, turn = parse_label(record.scenario)
+        if (where := parse_labels(record)) is None:
+            continue
+        suite, item_id, repeat, turn = where
         turns.setdefault((suite, item_id, repeat), {})[turn] = record
     out = []
     for (suite, item_id, repeat), got in turns.items():

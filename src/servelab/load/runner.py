@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from servelab.core.records import RequestRecord
+from servelab.core.records import Labels, RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.control import AsyncEngineAPI
 from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for, indices
@@ -68,14 +68,27 @@ def payload(target: Target, scenario: Scenario, messages: list[dict[str, str]], 
 class ScenarioRun:
     """One scenario on one target, recording every finished request through ``sink``."""
 
-    def __init__(self, target: Target, scenario: Scenario, load: Load, sink: Sink) -> None:
+    def __init__(
+        self, target: Target, scenario: Scenario, load: Load, sink: Sink, labels: Labels | None = None
+    ) -> None:
         self.target, self.scenario, self.load, self.sink = target, scenario, load, sink
+        self.labels = labels or Labels()  # what the caller adds (coexist: the condition)
         self.client = StreamClient(target.url, target=target.name, options=ClientOptions(api_key=target.api_key))
         self.result = ScenarioResult(target.name, scenario.name)
         self._errors_in_row = 0
 
     def _record(self, label: str) -> RequestRecord:
-        return self.client.new_record("chat", scenario=label)
+        phase = label.rpartition(":")[2] if label.endswith((":cold", ":warm")) else None
+        pattern = arrivals_for(self.load, self.scenario)
+        labels = replace(
+            self.labels,
+            step=self.scenario.name,
+            level=pattern.concurrency if isinstance(pattern, ClosedLoop) else None,
+            rate=pattern.rate if isinstance(pattern, OpenLoop) else None,
+            phase="warmup" if label == "warmup" else phase,
+            sweep_of=self.scenario.sweep_of,
+        )
+        return self.client.new_record("chat", scenario=label, labels=labels)
 
     async def _one(self, index: int, scheduled_ns: int | None, *, nonce: str, label: str, keep: bool) -> RequestRecord:
         messages = self.scenario.messages(index, nonce)
@@ -178,11 +191,11 @@ class ScenarioRun:
         for r in self.result.records:
             if r.error:
                 continue
-            if not r.scenario.endswith(":warm") and r.cached_tokens:
+            if r.labels.phase != "warm" and r.cached_tokens:
                 self.result.warnings.append(
                     f"{r.request_id}: {r.cached_tokens} prompt tokens came from the prefix cache on a cold request"
                 )
-            if r.scenario.endswith(":warm") and r.cached_tokens is not None and r.cached_tokens == 0:
+            if r.labels.phase == "warm" and r.cached_tokens is not None and r.cached_tokens == 0:
                 self.result.warnings.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
         if not self.load.unique_prefix and self.scenario.cache == "cold":
             self.result.warnings.append("requests were not made unique: the prefix cache may serve repeated prompts")

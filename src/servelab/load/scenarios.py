@@ -52,6 +52,7 @@ class Scenario:
     prompts: tuple[str, ...] = field(default=())  # user prompts from a file, used in turn
     prefix_text: str | None = None  # the long prefix, once fitted to prefix_tokens with the target's tokenizer
     rate: float | None = None  # open loop at this many requests per second (a rate sweep's step)
+    sweep_of: str | None = None  # a sweep's step: the scenario it is a level (or rate) of
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""

@@ -6,17 +6,8 @@ import itertools
 from pathlib import Path
 
 from servelab.coexist import CoexistResult
+from servelab.report.coexist_view import sharing_text
 from servelab.report.plots import survival
-
-
-def sharing_text(sharing: dict[str, object]) -> str:
-    """``mps (LLM capped at 85% of SMs)`` and the like, for titles and tables."""
-    text = str(sharing.get("mode", "?"))
-    if "llm_active_thread_pct" in sharing:
-        text += f" (LLM capped at {sharing['llm_active_thread_pct']}% of SMs)"
-    if "probe_sms" in sharing:
-        text += f" (probe in a green context of {sharing['probe_sms']} SMs)"
-    return text
 
 
 def plot_intervals(result: CoexistResult, path: Path) -> Path | None:

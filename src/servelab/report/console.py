@@ -1,11 +1,15 @@
-"""Rich tables for a person, from summaries (dicts as stored)."""
+"""Rich output for a person at a terminal: a stored run's section, a step's figures."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
+
+from servelab.report.model import Section
+from servelab.report.model import Table as Figures
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -35,3 +39,27 @@ def summary_table(title: str, s: dict[str, Any]) -> Table:
         + (f"; errors {s['errors']}" if s.get("errors") else "")
     )
     return table
+
+
+def rich_table(t: Figures) -> Table:
+    """A report table as a rich table (a cell's lines kept; the note as the caption)."""
+    table = Table(*t.headers, title=t.caption, title_justify="left", caption=t.note or None, caption_justify="left")
+    for row in t.rows:
+        table.add_row(*row)
+    return table
+
+
+def section_tables(section: Section) -> list[Table]:
+    return [rich_table(t) for t in section.tables]
+
+
+def print_section(console: Console, section: Section, *, heading: bool = True) -> None:
+    """A stored run for a person at a terminal: what it was, its tables, its verdicts, what went wrong."""
+    if heading:
+        console.print(f"[bold]{section.title}[/] ({section.status})")
+    for table in section_tables(section):
+        console.print(table)
+    for line in section.verdicts:
+        console.print(line)
+    for problem in section.problems:
+        console.print(f"[yellow]warning:[/] {problem}")

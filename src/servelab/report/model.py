@@ -10,7 +10,8 @@ from typing import Any
 class Table:
     caption: str
     headers: list[str]
-    rows: list[list[str]]
+    rows: list[list[str]]  # a cell may hold several lines
+    note: str = ""  # how to read it, under the table
 
 
 @dataclass
@@ -38,3 +39,8 @@ def fmt(value: Any, digits: int = 1) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
     return str(value)
+
+
+def add_plot(out: Section, caption: str, png: bytes | None) -> None:
+    if png:
+        out.plots.append(Plot(caption, png))

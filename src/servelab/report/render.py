@@ -25,10 +25,15 @@ details { margin: 0.5rem 0 1rem; } pre { background: #f7f7f7; padding: 0.6rem; o
 """
 
 
+def _lines(text: str) -> str:
+    return "<br>".join(html.escape(line) for line in text.split("\n"))
+
+
 def _table_html(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
-    return f'<table class="figures"><caption>{html.escape(t.caption)}</caption><tr>{head}</tr>{body}</table>'
+    head = "".join(f"<th>{_lines(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{_lines(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
+    return f'<table class="figures"><caption>{html.escape(t.caption)}</caption><tr>{head}</tr>{body}</table>{note}'
 
 
 def _section_html(s: Section) -> str:
@@ -76,12 +81,12 @@ def _failing(s: Section, problem: str) -> bool:
 
 def _table_md(t: Table) -> str:
     def cell(c: str) -> str:
-        return c.replace("|", "\\|")
+        return c.replace("|", "\\|").replace("\n", "<br>")
 
     lines = [f"**{t.caption}**", "", "| " + " | ".join(cell(h) for h in t.headers) + " |"]
     lines.append("|" + "---|" * len(t.headers))
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
-    return "\n".join(lines)
+    return "\n".join(lines + (["", f"*{t.note}*"] if t.note else []))
 
 
 def to_markdown(sections: Sequence[Section], title: str = "servelab report", notes: Sequence[str] = ()) -> str:

@@ -1,8 +1,10 @@
 """Helpers for servelab's own tests and benchmarks (and for anyone testing against servelab): loopback ports,
-servers on threads of their own, and a scripted in-process transport for the streaming client. Nothing in
-servelab's library imports this package."""
+servers on threads of their own, a fake OpenAI-style SSE server (faults, known timings, a sink) and a scripted
+in-process transport for the streaming client. Nothing in servelab's library imports this package."""
 
 from servelab.testing.net import free_port, loop_in_thread
 from servelab.testing.scripted import Scripted, ScriptedStream, sse_chat
+from servelab.testing.sse_server import MODES, FakeServer, SinkShape, serve
 
-__all__ = ["Scripted", "ScriptedStream", "free_port", "loop_in_thread", "sse_chat"]
+__all__ = ["MODES", "FakeServer", "Scripted", "ScriptedStream", "SinkShape", "free_port", "loop_in_thread", "serve",
+           "sse_chat"]  # fmt: skip

@@ -43,7 +43,7 @@ def test_conditions_rotate_and_the_store_gives_the_same_figures(tmp_path: Path) 
     assert probe.calls == ["alone"] * 3
     (figs,) = result.conditions
     assert figs.chunks == 120 and figs.pace_rtf == pytest.approx(0.25)
-    assert again.conditions[0].to_dict() == figs.to_dict()
+    assert again.conditions[0].model_dump() == figs.model_dump()
     assert any("rests on 120 chunks" in w for w in result.warnings)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from servelab.core.records import ErrorClass, RequestRecord
+from servelab.core.records import ErrorClass, Labels, RequestRecord
+from servelab.core.results import RepoRun, load_result
 from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
 from servelab.eval.repair import AgentLimits, Policy, load_task, run_repo
@@ -34,7 +35,7 @@ def turn(*calls: tuple[str, dict[str, Any]], error: ErrorClass | None = None) ->
 
 
 def scripted(turns: list[RequestRecord], seen: list[list[dict[str, Any]]]) -> Callable[..., Policy]:
-    def factory(target: Target, sink: Callable[[RequestRecord], None], label: str) -> Policy:
+    def factory(target: Target, sink: Callable[[RequestRecord], None], labels: Labels) -> Policy:
         script = iter(turns)
 
         async def policy(messages: list[dict[str, Any]]) -> RequestRecord:
@@ -72,8 +73,11 @@ def test_a_fixing_agent_resolves_the_task_with_hidden_tests(tmp_path: Path) -> N
     assert tool_outputs[1].startswith("exit code 0\n0\n")  # no copy of the hidden tests is visible anywhere
     assert "def normalize" in tool_outputs[2]
     assert "6 passed" in tool_outputs[4]
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, RepoRun) and stored.status == "complete" and result.stored is not None
+    assert stored.targets == result.stored.targets and stored.task == TASK.name
+    assert stored.targets["scripted"].traps == dict.fromkeys(sorted(set(TASK.traps.values())), 1)
     summary = store.summaries(result.run_id)
-    assert summary["repo/summary"]["targets"]["scripted"]["traps"] == dict.fromkeys(sorted(set(TASK.traps.values())), 1)
     assert summary["repo/scripted/0"]["trajectory"]["messages"][-1]["role"] == "tool"
 
 
@@ -82,11 +86,12 @@ def test_visible_only_fix_shows_the_gap_and_the_trap_matrix(tmp_path: Path) -> N
     visible_fix = broken.replace("return sku.strip()", "return sku.strip().upper()")
     turns = [turn(("write_file", {"path": "inventory/core.py", "content": visible_fix})), turn(("finish", {}))]
     result = run_repo(RunStore(tmp_path / "s.sqlite"), [TARGET], TASK, "bwrap", policy=scripted(turns, []))
-    row = result.summary["targets"]["scripted"]
+    assert result.stored is not None
+    row = result.stored.targets["scripted"]
     assert result.attempts[0].outcome is Outcome.WRONG
-    assert row["visible_pass_rate"] == 1.0 and row["hidden_pass_rate"] == pytest.approx(1 / 6)
-    assert row["gap"] == pytest.approx(5 / 6)
-    assert row["traps"]["sku-normalization"] == 1 and row["traps"]["round-half-up"] == 0
+    assert row.visible_pass_rate == 1.0 and row.hidden_pass_rate == pytest.approx(1 / 6)
+    assert row.gap == pytest.approx(5 / 6)
+    assert row.traps["sku-normalization"] == 1 and row.traps["round-half-up"] == 0
 
 
 def test_limits_escape_attempts_and_model_errors(tmp_path: Path) -> None:

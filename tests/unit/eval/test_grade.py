@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.records import ErrorClass, RequestRecord
+from servelab.core.records import ErrorClass, Labels, RequestRecord
 from servelab.eval.grade import Outcome, extract_code, grade_integer, grade_json, grade_tool, grade_word
 from servelab.eval.items import Item
 from servelab.eval.runner import EvalOptions, grade_record
@@ -143,10 +143,12 @@ def test_multi_turn_item_needs_the_right_call_and_the_right_final_answer() -> No
     assert "error" in backend_call("weather", "get_weather", '{"town": "Oslo"}')
     first = reply(tools=[call("get_weather", '{"city": "Oslo", "unit": "celsius"}')], finish="tool_calls")
     first.scenario = "tools/umbrella-multi-turn#0"
+    first.labels = Labels(step=first.scenario, suite="tools", item="umbrella-multi-turn", repeat=0, turn=1)
 
     def final(text: str) -> RequestRecord:
         record = reply(text)
         record.scenario = "tools/umbrella-multi-turn#0+2"
+        record.labels = Labels(step=record.scenario, suite="tools", item="umbrella-multi-turn", repeat=0, turn=2)
         return record
 
     def outcome(*records: RequestRecord) -> Outcome:
@@ -160,6 +162,7 @@ def test_multi_turn_item_needs_the_right_call_and_the_right_final_answer() -> No
     assert outcome(first) is W  # no answer after the tool result
     wrong_city = reply(tools=[call("get_weather", '{"city": "Madrid", "unit": "celsius"}')], finish="tool_calls")
     wrong_city.scenario = "tools/umbrella-multi-turn#0"
+    wrong_city.labels = first.labels
     assert outcome(wrong_city, final("Yes")) is W
 
 

@@ -184,7 +184,7 @@ def test_a_hostile_agent_costs_only_its_own_attempt(host: Path, tmp_path: Path) 
     counts = hostile.grade.harvest["dropped_counts"]  # the list keeps 200 entries; the counts are whole
     assert counts["symlink"] == 3 and counts["special file"] == 1, (counts, shell_out)
     assert honest.outcome is Outcome.CORRECT
-    assert result.summary["targets"]["honest"]["resolved"]["k"] == 1
+    assert result.stored is not None and result.stored.targets["honest"].resolved.k == 1
 
 
 def test_a_deep_tree_is_removed(tmp_path: Path) -> None:

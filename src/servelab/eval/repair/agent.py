@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.core.records import RequestRecord
+from servelab.core.records import Labels, RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.eval.repair.workspace import Workspace
 from servelab.eval.sandbox import Limits
@@ -61,14 +61,14 @@ class Trajectory:
 Policy = Callable[[list[dict[str, Any]]], Awaitable[RequestRecord]]
 
 
-def chat_policy(target: Target, sink: Callable[[RequestRecord], None], label: str, read_timeout: float) -> Policy:
+def chat_policy(target: Target, sink: Callable[[RequestRecord], None], labels: Labels, read_timeout: float) -> Policy:
     """The model behind ``target``: one streamed chat completion per step, stored through ``sink``."""
     client = StreamClient(
         target.url, target=target.name, options=ClientOptions(api_key=target.api_key, read_timeout=read_timeout)
     )
 
     async def policy(messages: list[dict[str, Any]]) -> RequestRecord:
-        record = client.new_record("chat", scenario=label)
+        record = client.new_record("chat", scenario=labels.step, labels=labels)
         body = {"model": target.model, "messages": messages, "tools": TOOLS, "tool_choice": "auto",
                 "temperature": 0.0, "max_tokens": 2048}  # fmt: skip
         await client.send("chat", body, record=record)

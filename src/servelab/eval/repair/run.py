@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servelab.core.recorder import recording
-from servelab.core.records import RequestRecord
+from servelab.core.records import Labels, RequestRecord
+from servelab.core.results import RepoRun
 from servelab.core.stats import wilson_interval
 from servelab.core.store import RunStore
 from servelab.engines.manifest import build_manifest
@@ -21,7 +22,7 @@ from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import Workspace, agent_folder
 from servelab.load.runner import Target
 
-PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], str], Policy]
+PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], Labels], Policy]
 
 
 @dataclass
@@ -46,11 +47,11 @@ class Attempt:
 class RepoResult:
     run_id: str
     attempts: list[Attempt] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    stored: RepoRun | None = None  # what every output renders
 
 
 def _default_policy(timeout: float) -> PolicyFactory:
-    return lambda target, sink, label: chat_policy(target, sink, label, timeout)
+    return lambda target, sink, labels: chat_policy(target, sink, labels, timeout)
 
 
 def run_repo(
@@ -73,16 +74,16 @@ def run_repo(
         result = RepoResult(run.run_id)
         for target in targets:
             for repeat in range(repeats):
-                label = f"repo/{task.name}#{repeat}"
-                attempt = _attempt(task, target, repeat, kind, limits, make_policy(target, run.sink, label))
+                where = Labels(step=f"repo/{task.name}#{repeat}", suite="repo", item=task.name, repeat=repeat)
+                attempt = _attempt(task, target, repeat, kind, limits, make_policy(target, run.sink, where))
                 result.attempts.append(attempt)
                 run.summary(
                     f"repo/{target.name}/{repeat}",
                     {"outcome": attempt.outcome.value, "grade": attempt.grade.to_dict(task),
                      "trajectory": attempt.trajectory.to_dict()},
                 )  # fmt: skip
-        result.summary = summarize_repo(task, result.attempts)
-        run.summary("repo/summary", result.summary)
+            result.stored = summarize_repo(task, result.attempts)  # stored as each target ends
+            run.result(result.stored)
     return result
 
 
@@ -100,7 +101,7 @@ def _attempt(task: Task, target: Target, repeat: int, kind: str, limits: AgentLi
     return Attempt(target.name, repeat, trajectory, grade)
 
 
-def summarize_repo(task: Task, attempts: Sequence[Attempt]) -> dict[str, Any]:
+def summarize_repo(task: Task, attempts: Sequence[Attempt]) -> RepoRun:
     """Per target: resolved k/n (Wilson), visible and hidden pass rates and their gap, and how often each trap
     was handled."""
     out: dict[str, Any] = {"task": task.name, "targets": {}}
@@ -123,7 +124,7 @@ def summarize_repo(task: Task, attempts: Sequence[Attempt]) -> dict[str, Any]:
             "attempts": len(mine),
             "stopped": [a.trajectory.stopped for a in mine],
         }
-    return out
+    return RepoRun.model_validate(out)
 
 
 def _pooled(rates: Any) -> float | None:

@@ -1,0 +1,63 @@
+"""A bench run's result: every step's figures, the targets side by side, the engine's /metrics, SLO searches."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from servelab.core.records import Labels
+from servelab.core.results.base import Model, RunResult, Scalar
+from servelab.core.stats import Interval
+from servelab.core.summary import Summary
+
+
+class Step(Model):
+    """One scenario at one level (or rate) on one target, and what its requests measured."""
+
+    target: str
+    scenario: str  # the step's name as shown (``chat@c4``, ``prefix-long:warm``)
+    labels: Labels  # the same as fields: step, level, rate, phase
+    summary: Summary
+
+
+class Cell(Model):
+    """One target in one row: medians with bootstrap intervals over the raw per-request values."""
+
+    n: int
+    speeds: list[float]
+    ttfts: list[float]
+    ok: int
+    tok_s: Interval | None  # per-stream decode tok/s, median
+    ttft_ms: Interval | None  # median
+    aggregate_tok_s: float
+    cached_tokens: int | None
+
+
+class Row(Model):
+    scenario: str
+    cells: dict[str, Cell]  # target -> cell
+    differs: dict[str, bool]  # "tok_s" / "ttft_ms" -> first two targets differ (Mann-Whitney p < 0.05)
+
+
+class EngineMetrics(Model):
+    """A target's /metrics scraped beside the run: derived figures and time series (seconds from the first scrape)."""
+
+    derived: dict[str, Scalar] = Field(default_factory=dict)
+    t0_ns: int = 0
+    series: dict[str, list[tuple[float, float]]] = Field(default_factory=dict)
+
+
+class SloSearch(Model):
+    over: Literal["concurrency", "rate"] = "concurrency"
+    best: float | None  # the highest level within the SLO; None when even the lowest missed it
+    tried: list[tuple[float, float, bool]]  # level, attainment, met
+    slo: dict[str, float | None]  # ttft_ms, tpot_ms, e2e_ms, attainment
+
+
+class BenchRun(RunResult):
+    kind: Literal["bench", "bench-slo"] = "bench"
+    steps: list[Step] = Field(default_factory=list)
+    rows: list[Row] = Field(default_factory=list)
+    metrics: dict[str, EngineMetrics] = Field(default_factory=dict)  # target -> its /metrics
+    slo: dict[str, SloSearch] = Field(default_factory=dict)  # target -> its search (a bench-slo run)

@@ -1,0 +1,167 @@
+"""A bench run as a section: the targets side by side, the SLO answers, the engine's /metrics, the plots."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from servelab.core.records import RequestRecord
+from servelab.core.results import BenchRun, Row, SloSearch
+from servelab.core.stats import Interval
+from servelab.core.summary import inter_chunk_gaps_ms, ttft_ms
+from servelab.report import plots
+from servelab.report.model import Section, Table, add_plot, fmt
+
+COMPARE_NOTE = "median [95% bootstrap interval]; * the first two targets differ (Mann-Whitney U, p < 0.05)"
+
+
+def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -> None:
+    if result.rows:
+        out.tables.append(compare_table(result.rows, "Side by side"))
+    for target, search in result.slo.items():
+        out.tables.append(_slo_table(target, search))
+        out.verdicts.append(slo_verdict(target, search))
+    _bench_verdicts(out, result.rows)
+    out.verdicts += [metrics_line(t, m.derived) for t, m in result.metrics.items() if m.derived.get("samples")]
+    out.verdicts += [line for t, m in result.metrics.items() if (line := _spec_line(t, m.derived))]
+    out.problems += result.warnings
+    if records is not None:
+        _latency_plots(out, records)
+        _concurrency_plot(out, result)
+        _slo_plot(out, result)
+        _metrics_plots(out, result)
+
+
+def _iv(iv: Interval | None, digits: int = 1) -> str:
+    return "-" if iv is None else f"{fmt(iv.estimate, digits)} [{fmt(iv.low, digits)}, {fmt(iv.high, digits)}]"
+
+
+def compare_table(rows: list[Row], caption: str) -> Table:
+    """One column per target; each cell: per-stream tok/s, TTFT ms, aggregate tok/s, and the failures."""
+    targets = list(dict.fromkeys(t for row in rows for t in row.cells))
+    headers = ["scenario", *(f"{t}\ntok/s | TTFT ms | agg tok/s" for t in targets)]
+    body = []
+    for row in rows:
+        cells = [row.scenario]
+        for t in targets:
+            c = row.cells.get(t)
+            if c is None:
+                cells.append("-")
+                continue
+            mark_s = "*" if row.differs.get("tok_s") else ""
+            mark_t = "*" if row.differs.get("ttft_ms") else ""
+            failed = f" ({c.n - c.ok} of {c.n} failed)" if c.ok < c.n else f" (n={c.n})"
+            cells.append(f"{_iv(c.tok_s)}{mark_s}\n{_iv(c.ttft_ms)}{mark_t}\n{fmt(c.aggregate_tok_s)}{failed}")
+        body.append(cells)
+    return Table(caption, headers, body, note=COMPARE_NOTE)
+
+
+def _slo_text(search: SloSearch) -> str:
+    names = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+    limits = [f"{label} <= {search.slo[k]:g} ms" for k, label in names if search.slo.get(k)]
+    share = search.slo.get("attainment")
+    return ", ".join(limits) + (f" for {share:.0%} of requests" if isinstance(share, float) else "")
+
+
+def _slo_table(target: str, search: SloSearch) -> Table:
+    unit = " req/s" if search.over == "rate" else ""
+    tried = ", ".join(f"{lvl:g}{unit}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
+    return Table(
+        f"{target}: SLO {_slo_text(search)}",
+        ["target", "levels tried (share within the SLO)", f"highest {search.over} within the SLO"],
+        [[target, tried or "-", _best(search)]],
+    )
+
+
+def _best(search: SloSearch) -> str:
+    unit = " req/s" if search.over == "rate" else ""
+    if search.best:
+        return f"{search.best:g}{unit}"
+    first = f"{search.tried[0][0]:g}{unit}" if search.tried else "the first level"
+    return f"none (even {first} fails)"
+
+
+def slo_verdict(target: str, search: SloSearch) -> str:
+    return f"{target}: highest {search.over} that meets the SLO ({_slo_text(search)}): {_best(search)}"
+
+
+def metrics_line(target: str, derived: Mapping[str, object]) -> str:
+    def pct(value: object) -> str:
+        return f"{value * 100:.1f}%" if isinstance(value, float) else "-"
+
+    running = derived.get("running_max")
+    return (
+        f"{target} /metrics: {derived.get('samples')} samples, KV usage max {pct(derived.get('kv_usage_max'))}, "
+        f"running max {fmt(running if isinstance(running, int | float) else None, 0)}, "
+        f"prefix hit rate {pct(derived.get('prefix_hit_rate'))}"
+    )
+
+
+def _spec_line(target: str, derived: Mapping[str, object]) -> str | None:
+    if derived.get("spec_warning"):
+        return f"{target}: {derived['spec_warning']}"
+    rate, length = derived.get("spec_acceptance_rate"), derived.get("spec_mean_accepted_length")
+    if not isinstance(rate, float):
+        return None
+    mean = fmt(length if isinstance(length, float) else None, 2)
+    return f"{target}: draft acceptance {rate:.2f}, mean accepted length {mean}"
+
+
+def _bench_verdicts(out: Section, rows: list[Row]) -> None:
+    for r in rows:
+        cells = {t: c for t, c in r.cells.items() if c.tok_s}
+        if len(cells) == 1:
+            ((t, c),) = cells.items()
+            speed = c.tok_s.estimate if c.tok_s else None
+            ttft = c.ttft_ms.estimate if c.ttft_ms else None
+            out.verdicts.append(f"{r.scenario} on {t}: {fmt(speed)} tok/s per stream, TTFT {fmt(ttft, 0)} ms (medians)")
+        if len(cells) >= 2:
+            (a, ca), (b, cb) = list(cells.items())[:2]
+            fast, slow = (ca.tok_s.estimate if ca.tok_s else 0.0), (cb.tok_s.estimate if cb.tok_s else 0.0)
+            ratio = fast / slow if slow else None
+            sig = "" if r.differs.get("tok_s") else " (not a significant difference)"
+            out.verdicts.append(f"{r.scenario}: {a} streams at {fmt(ratio, 2)}x the speed of {b}{sig}")
+        for t, c in r.cells.items():
+            if c.ok < c.n:
+                out.verdicts.append(f"{r.scenario} on {t}: {c.n - c.ok} of {c.n} requests failed")
+
+
+# ---- plots (HTML only) ------------------------------------------------------------------------------------------
+def _latency_plots(out: Section, records: list[RequestRecord]) -> None:
+    ttfts: dict[str, list[float]] = defaultdict(list)
+    gaps: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if not r.ok:
+            continue
+        if (t := ttft_ms(r)) is not None:
+            ttfts[f"{r.target}/{r.scenario}"].append(t)
+        gaps[r.target] += inter_chunk_gaps_ms(r)
+    add_plot(out, "Time to first token", plots.survival(ttfts, "TTFT (ms)", "TTFT by target and scenario"))
+    add_plot(out, "Inter-chunk gaps", plots.survival(gaps, "gap between chunks (ms)", "Inter-chunk gaps by target"))
+
+
+def _concurrency_plot(out: Section, result: BenchRun) -> None:
+    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for step in result.steps:
+        level, sweep = step.labels.level, step.labels.sweep_of
+        if level is not None and sweep is not None and step.labels.phase is None:
+            points[f"{step.target}/{sweep}"].append((float(level), float(step.summary.aggregate_tok_s)))
+    title = "Throughput against concurrency"
+    add_plot(out, title, plots.lines(points, "concurrent streams", "aggregate tok/s", title))
+
+
+def _slo_plot(out: Section, result: BenchRun) -> None:
+    if not result.slo:
+        return
+    curves = {t: [(float(level), 100 * float(att)) for level, att, _ in s.tried] for t, s in result.slo.items()}
+    over = next(iter(result.slo.values())).over
+    add_plot(out, "SLO search", plots.lines(curves, over, "% of requests within the SLO", "SLO attainment"))
+
+
+def _metrics_plots(out: Section, result: BenchRun) -> None:
+    for target, m in result.metrics.items():
+        series = {k: [(float(t), float(v)) for t, v in pts] for k, pts in m.series.items() if pts}
+        queue = {k: v for k, v in series.items() if k in ("running", "waiting")}
+        kv = {k: [(t, 100 * v) for t, v in pts] for k, pts in series.items() if k == "kv_usage"}
+        add_plot(out, f"{target}: requests running and waiting", plots.lines(queue, "s", "requests", "/metrics queue"))
+        add_plot(out, f"{target}: KV cache usage", plots.lines(kv, "s", "% of the KV cache", "/metrics KV usage"))

@@ -1,0 +1,55 @@
+"""A coexist run as a section: per condition, the probe's chunk intervals and what a listener heard, and the
+answer to "does the LLM load make the voice stutter" beside the probe alone."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from servelab.core.results import CoexistRun, ConditionFigures
+from servelab.report.model import Section, Table, fmt
+
+
+def sharing_text(sharing: Mapping[str, object]) -> str:
+    """``mps (LLM capped at 85% of SMs)`` and the like, for titles and tables."""
+    text = str(sharing.get("mode", "?"))
+    if "llm_active_thread_pct" in sharing:
+        text += f" (LLM capped at {sharing['llm_active_thread_pct']}% of SMs)"
+    if "probe_sms" in sharing:
+        text += f" (probe in a green context of {sharing['probe_sms']} SMs)"
+    return text
+
+
+def coexist_section(out: Section, result: CoexistRun) -> None:
+    listeners = [lf.lookahead_ms for lf in result.conditions[0].listeners] if result.conditions else []
+    headers = ["condition", "chunks", "TTFA p50\nms", "interval\np50 ms", "p99 ms\n[95%]", "max ms", "pace\nRTF"]
+    headers += [f"underruns\n@{la:g} ms" for la in listeners]
+    rows = [_row(c) for c in result.conditions]
+    caption = f"Probe {result.probe.get('probe')}, GPU sharing: {sharing_text(result.sharing)}"
+    note = "chunk intervals of the realtime stream; underruns: what a listener with that lookahead hears (stall ms)"
+    out.tables.append(Table(caption, headers, rows, note=note))
+    out.verdicts += verdicts(result)
+    out.problems += result.warnings
+
+
+def _row(c: ConditionFigures) -> list[str]:
+    p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
+    row = [c.condition, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.interval_p50_ms, 2), p99]
+    row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
+    return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" for lf in c.listeners]
+
+
+def verdicts(result: CoexistRun) -> list[str]:
+    alone = next((c for c in result.conditions if c.condition == "alone"), None)
+    lines = []
+    for c in result.conditions:
+        if c.condition == "alone" or alone is None or c.interval_p99_ms is None:
+            continue
+        worst = min(c.listeners, key=lambda lf: lf.lookahead_ms, default=None)
+        under = f", {worst.underruns} underruns without lookahead" if worst else ""
+        lines.append(
+            f"beside {c.condition}: chunk p99 {fmt(c.interval_p99_ms)} ms (alone {fmt(alone.interval_p99_ms)}), "
+            f"RTF {fmt(c.pace_rtf, 2)} (alone {fmt(alone.pace_rtf, 2)}){under}"
+        )
+        if c.llm is not None and c.llm.ok < c.llm.requests:
+            lines.append(f"beside {c.condition}: {c.llm.requests - c.llm.ok} of {c.llm.requests} LLM requests failed")
+    return lines
