@@ -25,7 +25,8 @@ def test_check_runs_every_step_and_writes_a_report(
     engine: EngineState, engine_handle: EmbeddedEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store, report = tmp_path / "runs.sqlite", tmp_path / "report.html"
-    argv = ["check", "--target", f"embedded={engine.url}", "--model-config", str(engine_handle.settings.model_dir)]
+    argv = ["check", "--target", f"embedded={engine.url}", "--model-config", str(engine_handle.settings.model_dir),
+            "--gpu", "h100-80gb"]  # fmt: skip
     code = main([*argv, "--max-tokens", "8", "--store", str(store), "--out", str(report)])
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -37,7 +38,7 @@ def test_check_runs_every_step_and_writes_a_report(
     assert set(runs) == {"check", "plan", "bench", "eval", "coexist"}
     assert isinstance(check, CheckRun) and [s.step for s in check.steps] == ["plan", "bench", "eval", "coexist"]
     assert all(s.run_id == runs[s.step].run_id and s.verdicts and not s.error for s in check.steps)
-    assert "The steps of the check" in printed and check.steps[0].verdicts[0] in printed.replace("\n", "")
+    assert "The steps of the check" in printed and check.steps[0].verdicts[0] in " ".join(printed.split())
     assert all(r.status == "complete" for r in runs.values())
     assert {r.scenario for r in bench_records} >= {"code-chat", "character-chat", "studio-enhance", "concurrent-4"}
     html = report.read_text()

@@ -144,10 +144,11 @@ def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
     """With --no-unique-prefix a file prompt goes out as the bare user message, as other tools send it."""
     import asyncio
 
+    from servelab.load.datasets import Prompt
     from servelab.load.runner import Load, ScenarioRun, Target, payload
     from servelab.load.scenarios import Scenario
 
-    scenario = Scenario(name="f", prompts=("hello there",))
+    scenario = Scenario(name="f", prompts=(Prompt((("user", "hello there"),)),))
     plain = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(unique_prefix=False), lambda r: None)
     assert plain.scenario.messages(0, plain._unique(0)) == [{"role": "user", "content": "hello there"}]
     unique = ScenarioRun(Target("fx", fixture_server, "m"), scenario, Load(), lambda r: None)

@@ -47,3 +47,14 @@ def test_runs_show_any_kind_of_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["runs", "show", "latest", "--store", str(store)]) == 0
     assert main(["runs", "list", "--store", str(store), "--json"]) == 0
     assert "compare" in capsys.readouterr().out
+
+
+def test_check_refuses_a_bad_argument_before_any_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo in --gpu (or --context, --alongside, --skip) is said at once: no engine started, no run stored."""
+    store = tmp_path / "s.sqlite"
+    for bad, said in ((["--gpu", "h100-typo"], "unknown GPU"), (["--context", "lots"], "token count"),
+                      (["--skip", "nothing"], "--skip takes")):  # fmt: skip
+        argv = ["check", "--target", "x=http://127.0.0.1:9", "--store", str(store), *bad]
+        assert main(argv) == 2
+        assert said in capsys.readouterr().err
+    assert not store.exists() or RunStore(store).list_runs() == []

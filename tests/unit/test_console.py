@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import io
+import shutil
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from servelab.cli import main
 from servelab.cli._common import console, using_console
-from servelab.report import summary_table
+from servelab.core.store import RunStore
+from servelab.report import build_sections, print_section, summary_table
+
+SCHEMA2 = Path(__file__).parents[1] / "fixtures" / "store-schema2.sqlite"
 
 SUMMARY = {
     "ok": 9, "requests": 10, "errors": 1, "output_tokens": 1280, "aggregate_tok_s": 1500.0, "active_window_s": 3.2,
@@ -53,3 +59,23 @@ def test_the_cli_writes_to_the_console_it_is_given() -> None:
     text = out.export_text()
     assert text.splitlines()[0].startswith("┏") and "run" in text and "kind" in text and "status" in text
     assert console() is not out
+
+
+@pytest.mark.parametrize("kind", ["bench", "bench-slo", "eval", "coexist", "plan"])
+def test_every_kind_of_run_reads_at_80_columns(kind: str, tmp_path: Path) -> None:
+    """The bench, eval and coexist tables (and the others) at 80 columns: no line wider, no header cut, no '…'."""
+    store_path = tmp_path / "runs.sqlite"
+    shutil.copy(SCHEMA2, store_path)
+    with RunStore(store_path) as store:
+        info = next(r for r in store.list_runs() if r.kind == kind)
+        section = build_sections(store, [info.run_id])[0]
+    out = recording_console(80)
+    print_section(out, section)
+    text = out.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "…" not in text
+    words = " ".join(text.split())
+    for table in section.tables:
+        for header in table.headers:
+            for word in header.split():
+                assert word in words, (word, text)

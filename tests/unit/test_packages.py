@@ -13,11 +13,12 @@ import pytest
 import servelab
 
 PUBLIC: dict[str, list[str]] = {
-    "servelab.bench": ["BenchResult", "Load", "Row", "SLO", "Scenario", "Target", "at_levels", "at_rates", "expand",
+    "servelab.bench": ["BenchResult", "Load", "Row", "RunComparison", "SLO", "Scenario", "Target", "at_levels",
+                       "at_rates", "compare_runs", "expand",
                        "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench", "scenario_names", "search_slo",
                        "side_by_side"],
     "servelab.check": ["CheckOptions", "CheckOutcome", "STEPS", "StepResult", "default_report_path", "failure_notes",
-                       "report_runs", "run_check"],
+                       "report_runs", "run_check", "this_gpu", "validate"],
     "servelab.cli": ["app", "main"],
     "servelab.coexist": ["AudioFormat", "CONDITIONS", "CoexistOptions", "CoexistResult", "HttpAudioProbe", "LlmLoad",
                          "Probe", "WorkerProbe", "WorkerSpec", "parse_sharing", "run_coexist", "stored_result"],
@@ -38,8 +39,9 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.gateway": ["Gateway", "GatewayConfig", "Router", "default_workers", "load_config", "run", "running",
                          "serve"],
     "servelab.load": ["Arrivals", "ClosedLoop", "ColdThenWarm", "Load", "OpenLoop", "Scenario", "ScenarioResult",
-                      "ScenarioRun", "Sink", "Target", "arrivals_for", "expand", "filler_text", "fit_filler",
-                      "load_scenario", "payload", "read_prompts", "scenario_names", "token_counter"],
+                      "ScenarioRun", "Sink", "Target", "TargetSpec", "arrivals_for", "described", "expand",
+                      "filler_text", "fit_filler", "load_scenario", "parse_target", "payload", "read_prompts",
+                      "resolve", "resolve_all", "scenario_names", "target_specs", "token_counter"],
     "servelab.plan": ["CacheLayer", "Comparison", "GIB", "GPUS", "ModelSpec", "Plan", "PlanRequest", "QUANTS",
                       "UnknownArchitecture", "VllmOptions", "compare_with", "gpu", "make_plan", "parse_alongside",
                       "parse_size", "parse_tokens", "preset_names", "read_reported", "resolve_model",

@@ -2,6 +2,7 @@
 
 from servelab.bench.compare import rows_to_dicts, side_by_side
 from servelab.bench.run import BenchResult, at_levels, at_rates, resolve_targets, run_bench, search_slo
+from servelab.bench.runs import RunComparison, compare_runs
 from servelab.bench.slo import SLO, parse_slo
 from servelab.core.results import Row
 from servelab.load.runner import Load, Target
@@ -12,10 +13,12 @@ __all__ = [
     "BenchResult",
     "Load",
     "Row",
+    "RunComparison",
     "Scenario",
     "Target",
     "at_levels",
     "at_rates",
+    "compare_runs",
     "expand",
     "parse_slo",
     "resolve_targets",

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from servelab.core.failures import examples, failures
 from servelab.core.records import RequestRecord
 from servelab.core.results import Cell, Row
 from servelab.core.stats import Interval, bootstrap_median_interval, mann_whitney_p
@@ -30,6 +31,8 @@ def cell(records: Sequence[RequestRecord]) -> Cell:
         ttft_ms=_interval(ttfts),
         aggregate_tok_s=summarize(records).aggregate_tok_s,
         cached_tokens=max(cached) if cached else None,
+        failures=failures(records),
+        failure_messages=examples(records),
     )
 
 

@@ -13,15 +13,17 @@ from typing import Any
 from servelab.bench.compare import side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
+from servelab.core.errors import UsageError
 from servelab.core.recorder import RunRecorder
 from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, EngineMetrics, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import summarize
-from servelab.engines.control import discover_model
 from servelab.engines.manifest import build_manifest
-from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target
+from servelab.load.arrivals import ClosedLoop, arrivals_for
+from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
 from servelab.load.scenarios import Scenario
+from servelab.load.targets import TargetSpec, resolve_all
 
 SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_tokens")
 
@@ -32,6 +34,7 @@ class BenchResult:
     results: list[ScenarioResult] = field(default_factory=list)
     metrics: dict[str, dict[str, Scalar]] = field(default_factory=dict)  # target -> derived figures
     rows: list[Row] = field(default_factory=list)
+    stored: BenchRun = field(default_factory=BenchRun)  # the typed result, as stored
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -45,8 +48,9 @@ class BenchResult:
         return out
 
 
-def resolve_targets(specs: Sequence[tuple[str, str]]) -> list[Target]:
-    return [Target(name, url, discover_model(url)) for name, url in specs]
+def resolve_targets(specs: Sequence[tuple[str, str] | TargetSpec]) -> list[Target]:
+    """Each target as its server describes it (NAME, URL pairs: the first model it serves, no key)."""
+    return resolve_all([s if isinstance(s, TargetSpec) else TargetSpec(*s) for s in specs])
 
 
 async def _run_target_scenario(
@@ -83,7 +87,7 @@ class BenchSession:
         self.recorder = RunRecorder(store, kind, manifest, on_record)
         self.run_id = self.recorder.run_id
         self.result = BenchResult(self.run_id)
-        self.stored = BenchRun(kind="bench-slo" if kind == "bench-slo" else "bench")
+        self.stored = self.result.stored = BenchRun(kind="bench-slo" if kind == "bench-slo" else "bench")
         self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
         self.measured: list[RequestRecord] = []  # every stored record, a step's before it ends too
 
@@ -96,6 +100,7 @@ class BenchSession:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
         res, got = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
         _warn_unintended_hits(res, scenario, got)
+        _warn_busy(res, target, scenario, load, got)
         self.result.results.append(res)
         self.samples[target.name] += got
         for label in sorted({r.scenario for r in res.records}):
@@ -137,6 +142,27 @@ class BenchSession:
         return self.result
 
 
+def refuse_too_long(targets: Sequence[Target], scenarios: Sequence[Scenario], load: Load) -> None:
+    """A scenario whose prompt and output cannot fit a target's context is refused before anything is sent: the
+    server would refuse every request and no figure would be left."""
+    too_long = []
+    for target in targets:
+        for s in scenarios:
+            output = load.max_tokens or max([p.max_tokens or s.max_tokens for p in s.prompts] or [s.max_tokens])
+            prompt = load.prefix_tokens if load.prefix_tokens is not None and s.prefix_tokens else s.prefix_tokens
+            if s.synthetic is not None:
+                prompt, output = s.synthetic.input_tokens[1], load.max_tokens or s.synthetic.output_tokens[1]
+            limit = room(target, output)
+            if limit is not None and prompt > limit:
+                too_long.append(f"{s.name} on {target.name} ({prompt:,} prompt + {output:,} output tokens)")
+    if too_long:
+        limits = ", ".join(sorted({f"{t.name} {t.max_model_len:,}" for t in targets if t.max_model_len}))
+        raise UsageError(
+            f"too long for the target's context ({limits} tokens): {'; '.join(too_long)}",
+            hint="lower --prefix-tokens or --max-tokens, or serve the model with a longer --max-model-len",
+        )
+
+
 def at_levels(scenarios: Sequence[Scenario], levels: Sequence[int]) -> list[Scenario]:
     """Each scenario once per concurrency level (a sweep), named ``NAME@cN``."""
     return [
@@ -166,6 +192,7 @@ def run_bench(
     args: dict[str, Any] | None = None,
 ) -> BenchResult:
     """Every scenario on every target; records stored as they finish, summaries at the end of each step."""
+    refuse_too_long(targets, scenarios, load)
     session = BenchSession(
         store,
         "bench",
@@ -203,6 +230,7 @@ def search_slo(
 ) -> tuple[BenchResult, dict[str, Search]]:
     """The highest concurrency (or open-loop request rate, ``over="rate"``) at which each target keeps
     ``slo.attainment`` of its requests within the SLO."""
+    refuse_too_long(targets, [scenario], load)
     session = BenchSession(
         store,
         "bench-slo",
@@ -261,6 +289,17 @@ def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any
     hits = derive(got).get("prefix_hit_rate")
     if hits:
         res.warnings.append(f"/metrics counted prefix-cache hits ({hits:.1%} of prompt tokens) during a cold scenario")
+
+
+def _warn_busy(res: ScenarioResult, target: Target, scenario: Scenario, load: Load, got: list[Any]) -> None:
+    """The engine ran more requests at once than this step sent: other clients shared it, and its figures."""
+    pattern = arrivals_for(load, scenario)
+    running = derive(got).get("running_max")
+    if isinstance(pattern, ClosedLoop) and isinstance(running, int | float) and running > pattern.concurrency:
+        res.warnings.append(
+            f"{target.name}'s /metrics counted {running:g} requests running while this step sent at most "
+            f"{pattern.concurrency}: other clients were using the server, and its figures include their load"
+        )
 
 
 def _metrics(result: BenchResult, samples: dict[str, list[Any]]) -> dict[str, EngineMetrics]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
-from servelab.core.summary import tpot_ms, ttft_ms
+from servelab.core.summary import e2e_ms, tpot_ms, ttft_ms
 
 _UNITS = {"ms": 1.0, "s": 1000.0}
 _KEYS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
@@ -26,7 +26,7 @@ class SLO:
         """Errors are never good (goodput counts them as failures)."""
         if not record.ok:
             return False
-        checks = ((self.ttft_ms, ttft_ms(record)), (self.tpot_ms, tpot_ms(record)), (self.e2e_ms, _e2e_ms(record)))
+        checks = ((self.ttft_ms, ttft_ms(record)), (self.tpot_ms, tpot_ms(record)), (self.e2e_ms, e2e_ms(record)))
         return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
 
     def attained(self, records: Sequence[RequestRecord]) -> float:
@@ -34,12 +34,6 @@ class SLO:
 
     def met(self, records: Sequence[RequestRecord]) -> bool:
         return bool(records) and self.attained(records) >= self.attainment
-
-
-def _e2e_ms(record: RequestRecord) -> float | None:
-    if record.end_ns is None or record.sent_ns is None:
-        return None
-    return (record.end_ns - record.sent_ns) / 1e6
 
 
 def parse_slo(text: str, attainment: float = 0.9) -> SLO:

@@ -9,6 +9,8 @@ from servelab.check.full import (
     failure_notes,
     report_runs,
     run_check,
+    this_gpu,
+    validate,
 )
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "failure_notes",
     "report_runs",
     "run_check",
+    "this_gpu",
+    "validate",
 ]

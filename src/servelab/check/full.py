@@ -4,16 +4,16 @@ can be skipped; a step that fails is recorded with why, and the next steps still
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from servelab.bench import Load, Target, expand, run_bench
 from servelab.core.errors import ServelabError, UsageError
 from servelab.core.recorder import RunRecorder, recording
-from servelab.core.results import CheckRun, CheckStep, PlanFigures, PlanRun
+from servelab.core.results import CheckRun, CheckStep, load_result
 from servelab.core.store import STATUS_COMPLETE, RunStore
-from servelab.engines.manifest import build_manifest
+from servelab.engines.manifest import build_manifest, gpu_info
 from servelab.report import section
 
 STEPS = ("plan", "bench", "eval", "coexist")
@@ -22,7 +22,7 @@ STEPS = ("plan", "bench", "eval", "coexist")
 @dataclass
 class CheckOptions:
     model_config: str | None = None  # a preset name or a folder with config.json: the plan step needs one
-    gpu: str = "h100-80gb"
+    gpu: str | None = None  # None: the GPU of this machine, if it has one the plan knows; else no plan step
     context: str = "32k"
     alongside: list[str] = field(default_factory=list)
     suite: str = "quick"  # quick | full
@@ -52,15 +52,42 @@ class CheckOutcome:
         return iter(self.steps)
 
 
+def validate(options: CheckOptions) -> None:
+    """Every argument, before the first step runs (a typo in --gpu is said at once, not after the bench)."""
+    from servelab.plan import gpu, parse_alongside, parse_tokens, resolve_model
+
+    unknown = set(options.skip) - set(STEPS)
+    if unknown:
+        raise UsageError(f"--skip takes {', '.join(STEPS)}; got {', '.join(sorted(unknown))}")
+    if options.suite not in ("quick", "full"):
+        raise UsageError(f"--suite is quick or full, got {options.suite!r}")
+    if options.gpu is not None:
+        gpu(options.gpu)
+    parse_tokens(options.context)
+    parse_alongside(options.alongside)
+    if options.model_config and "plan" not in options.skip:
+        resolve_model(options.model_config)
+
+
+def this_gpu() -> str | None:
+    """The plan's name for this machine's first GPU (nvidia-smi), None without one or for one the plan lacks."""
+    from servelab.plan import GPUS
+
+    for info in gpu_info()[:1]:
+        name = info.get("name", "").lower()
+        for key in sorted(GPUS, key=len, reverse=True):
+            if key.split("-")[0] in name.replace(" ", "-"):
+                return key
+    return None
+
+
 def run_check(
     store: RunStore,
     targets: Sequence[Target],
     options: CheckOptions,
     progress: Callable[[str, str], None] = lambda step, what: None,
 ) -> CheckOutcome:
-    unknown = set(options.skip) - set(STEPS)
-    if unknown:
-        raise UsageError(f"--skip takes {', '.join(STEPS)}; got {', '.join(sorted(unknown))}")
+    validate(options)
     args = {"model_config": options.model_config, "gpu": options.gpu, "suite": options.suite,
             "skip": sorted(options.skip)}  # fmt: skip
     with recording(store, "check", build_manifest("check", args, {t.name: t.url for t in targets})) as run:
@@ -89,9 +116,16 @@ def _steps(
         if step == "plan" and not options.model_config:
             results.append(StepResult(step, skipped="no model config (--model-config)"))
             continue
+        if step == "plan" and options.gpu is None:
+            options = replace(options, gpu=this_gpu())
+            if options.gpu is None:
+                results.append(StepResult(step, skipped="no GPU the plan knows on this machine: give --gpu NAME"))
+                continue
         progress(step, "running")
         try:
-            results.append(StepResult(step, run_id=runners[step]()))
+            run_id = runners[step]()
+            failed = _request_failures(store, run_id)
+            results.append(StepResult(step, run_id=run_id, error="; ".join(failed) if failed else None))
         except Exception as exc:  # one failed step must not lose the others
             detail = str(exc) if isinstance(exc, ServelabError) else f"{type(exc).__name__}: {exc}"
             results.append(StepResult(step, error=detail, run_id=_latest_failed(store, step)))
@@ -99,6 +133,11 @@ def _steps(
         run.result(_stored(results))
         progress(step, results[-1].error or results[-1].skipped or "done")
     return results
+
+
+def _request_failures(store: RunStore, run_id: str) -> list[str]:
+    result = load_result(store, store.get_run(run_id))
+    return [f"requests failed: {line}" for line in result.request_failures()] if result else []
 
 
 def _verdicts(store: RunStore, run_id: str | None) -> list[str]:
@@ -123,7 +162,7 @@ def _latest_failed(store: RunStore, step: str) -> str | None:
 def _plan(store: RunStore, options: CheckOptions) -> str:
     from servelab.plan import PlanRequest, gpu, make_plan, parse_alongside, parse_tokens, resolve_model
 
-    card = gpu(options.gpu)
+    card = gpu(str(options.gpu))
     request = PlanRequest(
         gpu_name=card.key,
         gpu_bytes=card.memory_bytes,
@@ -137,7 +176,7 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
     result = make_plan(resolve_model(str(options.model_config)), request)
     args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
-        run.result(PlanRun(plan=PlanFigures.model_validate(result.to_dict())))
+        run.result(result.stored())
     return run.run_id
 
 

@@ -11,13 +11,20 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from servelab.core.errors import UsageError
+from servelab.core.errors import ServelabError, UsageError
 from servelab.core.results import RunResult
 from servelab.core.store import RunStore
+from servelab.load import Target, described, resolve_all, target_specs
 from servelab.report import print_section, section
 
 StoreOption = typer.Option(None, "--store", help="Run store file (default: $SERVELAB_HOME/runs.sqlite).")
 JsonOption = typer.Option(False, "--json", help="Print JSON for a machine instead of tables.")
+ModelOption = typer.Option(
+    [], "--model", help="The model to ask (default: the first the server lists); NAME=MODEL for one target; repeat."
+)
+ApiKeyOption = typer.Option(
+    [], "--api-key", help="The server's API key (default: $OPENAI_API_KEY); NAME=KEY for one target; repeat."
+)
 
 
 _CONSOLES: list[Console] = []
@@ -48,14 +55,6 @@ def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
-def parse_target(spec: str) -> tuple[str, str]:
-    """``NAME=URL`` → (name, url), with a clear message for anything else."""
-    name, sep, url = spec.partition("=")
-    if not sep or not name or not url.startswith(("http://", "https://")):
-        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
-    return name, url
-
-
 RUN_FIELDS = frozenset({"kind", "version", "status", "error", "warnings"})
 
 
@@ -67,3 +66,34 @@ def result_json(result: RunResult | None) -> dict[str, Any]:
 def show_run(db: RunStore, run_id: str) -> None:
     """A stored run at the terminal, rendered from its typed result like the report renders it (no plots)."""
     print_section(console(), section(db, db.get_run(run_id), with_plots=False))
+
+
+def refuse_failed(result: RunResult | None) -> None:
+    """Requests that failed fail the command (after its output): no figure may rest on them unnoticed."""
+    failed = [] if result is None else result.request_failures()
+    if failed:
+        raise ServelabError(
+            "requests failed: " + "; ".join(failed),
+            hint="the figures above count only the requests that succeeded; every record is stored with the run",
+        )
+
+
+def targets_from(
+    target: list[str],
+    model: list[str],
+    api_key: list[str],
+    *,
+    quiet: bool,
+    needed_by: str | None = None,
+    hint: str | None = None,
+) -> list[Target]:
+    """The targets resolved against their servers (``OPENAI_BASE_URL`` when none is given); each printed with the
+    model it will be asked, unless ``quiet``. ``needed_by``: the command that cannot run without one."""
+    specs = target_specs(target, model, api_key)
+    if not specs and needed_by:
+        raise UsageError(f"{needed_by} needs at least one --target NAME=URL (or OPENAI_BASE_URL)", hint=hint)
+    targets = resolve_all(specs)
+    if not quiet:
+        for t in targets:
+            console().print(f"[dim]target {described(t)}[/]")
+    return targets

@@ -18,30 +18,45 @@ from servelab.bench import (
     Target,
     at_levels,
     at_rates,
+    compare_runs,
     expand,
     parse_slo,
-    resolve_targets,
     rows_to_dicts,
     run_bench,
     scenario_names,
     search_slo,
-    side_by_side,
 )
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json, show_run
+from servelab.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    ModelOption,
+    StoreOption,
+    console,
+    open_store,
+    print_json,
+    refuse_failed,
+    show_run,
+    targets_from,
+)
+from servelab.cli.progress import steps
 from servelab.core.errors import UsageError
-from servelab.core.records import RequestRecord
 from servelab.core.stats import Interval
 from servelab.core.store import RunStore
 from servelab.report import compare_table, rich_table
 
 
 def bench(
-    target: list[str] = typer.Option(..., "--target", help="NAME=URL of an OpenAI-compatible server; repeat."),
+    target: list[str] = typer.Option(
+        [], "--target", help="NAME=URL of an OpenAI-compatible server; repeat (default: $OPENAI_BASE_URL)."
+    ),
+    model: list[str] = ModelOption,
+    api_key: list[str] = ApiKeyOption,
     scenario: list[str] = typer.Option(
         ["seed-000"],
         "--scenario",
         help=f"seed-000 (= code-chat, character-chat, studio-enhance, concurrent-4), "
-        f"one of {', '.join(scenario_names())}, or a .jsonl/ShareGPT file; repeat.",
+        f"one of {', '.join(scenario_names())}, synthetic:IN:OUT (tokens, or LOW-HIGH ranges), or your traffic: "
+        "a .jsonl of prompts or OpenAI messages, or a ShareGPT file; repeat.",
     ),
     requests: int = typer.Option(5, "--requests", min=1, help="Measured requests per scenario and target."),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
@@ -57,6 +72,9 @@ def bench(
         "--unique-prefix/--no-unique-prefix",
         help="Head each request with a unique line (default), or send byte-identical "
         "requests to match another tool's workload.",
+    ),
+    bad_lines: str = typer.Option(
+        "stop", "--bad-lines", help="A dataset line that is not a request: stop (say which) or skip it."
     ),
     fixed_output: str = typer.Option(
         "ignore_eos",
@@ -94,7 +112,7 @@ def bench(
         raise UsageError(f"--fixed-output is ignore_eos, min_tokens or off, got {fixed_output!r}")
     if sweep and rate_sweep:
         raise UsageError("choose --sweep (concurrency) or --rate-sweep, not both")
-    targets = resolve_targets([parse_target(t) for t in target])
+    targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests,
         concurrency=concurrency,
@@ -107,13 +125,11 @@ def bench(
         unique_prefix=unique,
         fixed_output=fixed_output,  # type: ignore[arg-type]
     )
-    out = console()
+    bar = steps(not json_out)
 
-    def step(target_name: str, scenario_name: str) -> None:
-        if not json_out:
-            out.print(f"[dim]{scenario_name} on {target_name}...[/]")
-
-    scenarios = expand(scenario)
+    if bad_lines not in ("stop", "skip"):
+        raise UsageError(f"--bad-lines is stop or skip, got {bad_lines!r}")
+    scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
     if sweep:
         scenarios = at_levels(scenarios, parse_levels(sweep))
     if rate_sweep:
@@ -127,12 +143,18 @@ def bench(
         "slo": slo,
         "slo_over": slo_over,
     }
-    with open_store(store) as db:
+    with open_store(store) as db, bar as progress:
+
+        def step(target_name: str, scenario_name: str) -> None:
+            progress.start(f"{scenario_name} on {target_name}", None if slo else load.requests)
+
         if slo:
             bounds = SearchBounds(slo_over, max_rate if slo_over == "rate" else max_concurrency, start_rate)
             _search(db, targets, scenarios, load, parse_slo(slo, slo_attainment), bounds, step, run_args, json_out)
             return
-        result = run_bench(db, targets, scenarios, load, order=order, on_step=step, args=run_args)
+        result = run_bench(
+            db, targets, scenarios, load, order=order, on_step=step, on_record=progress.record, args=run_args
+        )
     if csv_out:
         write_csv(result.rows, csv_out)
     if json_out:
@@ -140,13 +162,16 @@ def bench(
             {
                 "run_id": result.run_id,
                 "rows": rows_to_dicts(result.rows),
+                "steps": [s.model_dump(mode="json") for s in result.stored.steps],
                 "metrics": result.metrics,
+                "failed": result.stored.failed_steps(),
                 "warnings": result.warnings,
             }
         )
-        return
-    with open_store(store) as db:
-        show_run(db, result.run_id)
+    else:
+        with open_store(store) as db:
+            show_run(db, result.run_id)
+    refuse_failed(result.stored)
 
 
 def parse_levels(text: str) -> list[int]:
@@ -219,19 +244,19 @@ def compare(
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
 ) -> None:
-    """Two stored bench runs side by side (targets renamed RUN:TARGET)."""
-    records: list[RequestRecord] = []
+    """Two stored bench runs of one kind side by side (targets renamed RUN:TARGET), with the ratio and the difference,
+    and what differed between them (settings, a server busy with other clients)."""
     with open_store(store) as db:
-        for run in (run_a, run_b):
-            info = db.get_run(run)
-            for r in db.records(info.run_id):
-                r.target = f"{info.run_id[-6:]}:{r.target}"
-                records.append(r)
-    rows = side_by_side(records)
+        got = compare_runs(db, run_a, run_b)
     if json_out:
-        print_json(rows_to_dicts(rows))
-    else:
-        console().print(rich_table(compare_table(rows, f"{run_a} vs {run_b}")))
+        print_json(
+            {"first": got.first, "second": got.second, "rows": rows_to_dicts(got.rows), "warnings": got.warnings}
+        )
+        return
+    out = console()
+    out.print(rich_table(compare_table(got.rows, f"{got.first} vs {got.second}")))
+    for warning in got.warnings:
+        out.print(f"[yellow]warning:[/] {warning}")
 
 
 def write_csv(rows: list[Row], path: Path) -> None:

@@ -3,11 +3,11 @@ one HTML report. A failed step is reported and the others still run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
-from servelab.bench import resolve_targets
 from servelab.check import (
     STEPS,
     CheckOptions,
@@ -16,22 +16,38 @@ from servelab.check import (
     failure_notes,
     report_runs,
     run_check,
+    validate,
 )
-from servelab.cli._common import JsonOption, StoreOption, console, open_store, parse_target, print_json, show_run
+from servelab.cli._common import (
+    ApiKeyOption,
+    JsonOption,
+    ModelOption,
+    StoreOption,
+    console,
+    open_store,
+    print_json,
+    show_run,
+)
 from servelab.cli.engine import start_with_progress
-from servelab.core.errors import UsageError
 from servelab.engines.embedded import EmbeddedEngine
+from servelab.load import resolve_all, target_specs
 from servelab.report import write_report
 
 
 def check(
     target: list[str] = typer.Option(
-        [], "--target", help="NAME=URL of an OpenAI-compatible server; repeat. None: the embedded engine."
+        [],
+        "--target",
+        help="NAME=URL of an OpenAI-compatible server; repeat. None: $OPENAI_BASE_URL, else the embedded engine.",
     ),
+    model: list[str] = ModelOption,
+    api_key: list[str] = ApiKeyOption,
     model_config: str | None = typer.Option(
         None, "--model-config", help="For the plan step: a preset name or a folder with config.json."
     ),
-    gpu: str = typer.Option("h100-80gb", "--gpu", help="The GPU the plan step sizes for."),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="The GPU the plan step sizes for (default: this machine's; none: no plan step)."
+    ),
     context: str = typer.Option("32k", "--context", help="The plan step's context per session."),
     alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
     suite: str = typer.Option("quick", "--suite", help="Eval suites: quick or full."),
@@ -44,18 +60,8 @@ def check(
 ) -> None:
     """The whole answer in one command: plan, bench, eval, coexist, then a report."""
     console_out = console()
-    if suite not in ("quick", "full"):
-        raise UsageError(f"--suite is quick or full, got {suite!r}")
     engine: EmbeddedEngine | None = None
     started_here = False
-    specs = [parse_target(t) for t in target]
-    if not specs:
-        engine = EmbeddedEngine()
-        state = start_with_progress(engine)
-        started_here = not state.reused
-        specs = [("embedded", state.url)]
-        model_config = model_config or str(engine.settings.model_dir)
-        console_out.print(f"embedded engine {'reused' if state.reused else 'started'} at {state.url}")
     options = CheckOptions(
         model_config=model_config,
         gpu=gpu,
@@ -65,6 +71,15 @@ def check(
         skip=frozenset(skip),
         max_tokens=max_tokens,
     )
+    validate(options)  # every argument, before an engine starts or a step runs
+    specs = target_specs(target, model, api_key)
+    if not specs:
+        engine = EmbeddedEngine()
+        state = start_with_progress(engine)
+        started_here = not state.reused
+        specs = target_specs([f"embedded={state.url}"], model, api_key)
+        options = replace(options, model_config=model_config or str(engine.settings.model_dir))
+        console_out.print(f"embedded engine {'reused' if state.reused else 'started'} at {state.url}")
 
     def progress(step: str, what: str) -> None:
         if not json_out:
@@ -72,7 +87,7 @@ def check(
 
     try:
         with open_store(store) as db:
-            results = run_check(db, resolve_targets(specs), options, progress)
+            results = run_check(db, resolve_all(specs), options, progress)
             path = out or default_report_path(db.path)
             report = write_report(db, report_runs(results), path, notes=failure_notes(results))
     finally:

@@ -7,17 +7,20 @@ from typing import Any
 
 import typer
 
-from servelab.bench import resolve_targets
 from servelab.cli._common import (
+    ApiKeyOption,
     JsonOption,
+    ModelOption,
     StoreOption,
     console,
     open_store,
-    parse_target,
     print_json,
+    refuse_failed,
     result_json,
     show_run,
+    targets_from,
 )
+from servelab.cli.progress import steps
 from servelab.coexist import (
     AudioFormat,
     CoexistOptions,
@@ -60,7 +63,11 @@ def _probe(kind: str, size: str, sharing: dict[str, Any], audio: dict[str, Any],
 
 
 def coexist(
-    target: str | None = typer.Option(None, "--target", help="NAME=URL of the LLM server that shares the machine."),
+    target: str | None = typer.Option(
+        None, "--target", help="NAME=URL of the LLM server that shares the machine (default: $OPENAI_BASE_URL)."
+    ),
+    model: list[str] = ModelOption,
+    api_key: list[str] = ApiKeyOption,
     probe: str = typer.Option("cpu", "--probe", help="cpu, gpu, cpu-frames, gpu-frames (avatar-like) or http."),
     probe_size: str = typer.Option("small", "--probe-size", help="Stand-in decoder size: small or 0.6b."),
     steps_per_chunk: int = typer.Option(2, "--steps-per-chunk", min=1, help="Decoder steps per audio chunk."),
@@ -98,17 +105,16 @@ def coexist(
     audio = {"url": tts_url, "format": audio_format, "sample_rate": sample_rate, "period": 0.0}
     spec = {"steps_per_chunk": steps_per_chunk, "chunk_ms": chunk_ms, "chunks": chunks}
     the_probe = _probe(probe, probe_size, share, audio, spec)
-    targets = resolve_targets([parse_target(target)]) if target else []
+    targets = targets_from([target] if target else [], model, api_key, quiet=json_out)
     out = console()
     with open_store(store) as db:
-
-        def progress(condition: str, got: int) -> None:
-            if not json_out:
-                out.print(f"[dim]{condition}: {got} chunks[/]")
-
-        result = run_coexist(
-            db, the_probe, targets[0] if targets else None, options, args=_args(locals()), progress=progress
-        )
+        with steps(not json_out) as bar:
+            bar.start(f"{len(options.conditions)} conditions x {options.repeats} rounds",
+                      len(options.conditions) * options.repeats)  # fmt: skip
+            result = run_coexist(
+                db, the_probe, targets[0] if targets else None, options, args=_args(locals()),
+                progress=lambda condition, chunks: bar.advance(),
+            )  # fmt: skip
         if plot:
             plot = plot_intervals(result, plot)  # None: no chunk arrived, nothing drawn
         if json_out:
@@ -119,6 +125,7 @@ def coexist(
                 out.print(f"plot: {plot}")
     if result.failed:
         raise typer.Exit(1)
+    refuse_failed(result.stored())
 
 
 def _args(scope: dict[str, Any]) -> dict[str, Any]:

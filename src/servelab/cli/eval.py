@@ -7,16 +7,19 @@ from typing import Any
 
 import typer
 
-from servelab.bench import resolve_targets
 from servelab.cli._common import (
+    ApiKeyOption,
     JsonOption,
+    ModelOption,
     StoreOption,
     open_store,
-    parse_target,
     print_json,
+    refuse_failed,
     result_json,
     show_run,
+    targets_from,
 )
+from servelab.cli.progress import steps
 from servelab.core.errors import UsageError
 from servelab.eval import (
     AgentLimits,
@@ -38,7 +41,11 @@ FULL = ("quick", "strict", "tools", "code", "needle", "repo")
 
 
 def eval_command(
-    target: list[str] = typer.Option([], "--target", help="NAME=URL of an OpenAI-compatible server; repeat."),
+    target: list[str] = typer.Option(
+        [], "--target", help="NAME=URL of an OpenAI-compatible server; repeat (default: $OPENAI_BASE_URL)."
+    ),
+    model: list[str] = ModelOption,
+    api_key: list[str] = ApiKeyOption,
     suite: list[str] = typer.Option(
         ["quick"],
         "--suite",
@@ -72,8 +79,6 @@ def eval_command(
         if regrade_run:
             result = regrade(db, regrade_run, _regrade_options(needs_sandbox, unsafe))
         else:
-            if not target:
-                raise UsageError("eval needs at least one --target NAME=URL (or --regrade RUN)")
             options = EvalOptions(
                 repeats=repeats,
                 concurrency=concurrency,
@@ -83,20 +88,28 @@ def eval_command(
             )
             tasks = [load_task(t) for t in (task or builtin_tasks())] if "repo" in suites else []
             items = load_items([s for s in suites if s != "repo"], lengths, traces)
-            targets = resolve_targets([parse_target(t) for t in target])
+            targets = targets_from(
+                target, model, api_key, quiet=json_out, needed_by="eval", hint="or --regrade RUN to grade a run again"
+            )
             args = {"targets": target, "suites": suites, "repeats": repeats}
             limits = AgentLimits(max_steps=max_steps, timeout_s=agent_timeout)
             repo = [
                 run_repo(db, targets, t, options.sandbox or "bwrap", repeats=repeats, limits=limits, args=args)
                 for t in tasks
             ]
-            result = run_eval(db, targets, items, options, args=args) if items else None
+            if items:
+                with steps(not json_out) as progress:
+                    progress.start(
+                        f"{len(items)} items on {len(targets)} target(s)", len(items) * repeats * len(targets)
+                    )
+                    result = run_eval(db, targets, items, options, on_record=progress.record, args=args)
         runs = [r.run_id for r in repo] + ([result.run_id] if result else [])
         if json_out:
             print_json(_json(result, repo))
-            return
-        for run_id in runs:
-            show_run(db, run_id)
+        else:
+            for run_id in runs:
+                show_run(db, run_id)
+    refuse_failed(result.stored if result else None)
 
 
 def _json(result: EvalResult | None, repo: list[RepoResult]) -> dict[str, Any]:

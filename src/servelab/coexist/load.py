@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from servelab.core.records import Labels, RequestRecord
 from servelab.core.urls import api_base
-from servelab.load.runner import Load, ScenarioRun, Target, fit_filler, token_counter
+from servelab.load.runner import Load, ScenarioRun, Target, fit_filler, room, token_counter
 from servelab.load.scenarios import Scenario
 
 CONDITIONS = ("alone", "decode", "prefill", "both")
@@ -32,13 +32,23 @@ class LlmLoad:
     prefill_streams: int = 1
 
 
-async def fitted_prefill(target: Target, load: LlmLoad) -> tuple[Scenario, str | None]:
-    """The long-prompt scenario, its document fitted to ``prefill_tokens`` with the target's /tokenize once."""
-    count = token_counter(api_base(target.url), target.model)
-    text, lines = await fit_filler(load.prefill_tokens, "coexist", count)
-    note = None if lines is not None else f"no /tokenize on {target.name}: {load.prefill_tokens} tokens is an estimate"
-    scenario = replace(PREFILL, prefix_tokens=load.prefill_tokens, prefix_text=text, concurrency=load.prefill_streams)
-    return scenario, note
+async def fitted_prefill(target: Target, load: LlmLoad) -> tuple[Scenario, list[str]]:
+    """The long-prompt scenario, its document fitted to ``prefill_tokens`` with the target's /tokenize once, and no
+    longer than the target's context has room for (said in the notes: a prompt the server refuses measures nothing)."""
+    count = token_counter(api_base(target.url), target.model, target.api_key)
+    tokens, notes = load.prefill_tokens, []
+    limit = room(target, PREFILL.max_tokens)
+    if limit is not None and tokens > limit:
+        notes.append(
+            f"the prefill prompts are {limit:,} tokens, not {tokens:,}: {target.name}'s context is "
+            f"{target.max_model_len:,} (lower --prefill-tokens, or serve a longer --max-model-len)"
+        )
+        tokens = limit
+    text, lines = await fit_filler(tokens, "coexist", count)
+    if lines is None:
+        notes.append(f"no /tokenize on {target.name}: {tokens} tokens is an estimate")
+    scenario = replace(PREFILL, prefix_tokens=tokens, prefix_text=text, concurrency=load.prefill_streams)
+    return scenario, notes
 
 
 class Background:

@@ -134,8 +134,8 @@ class _Session:
         try:
             prefill = None
             if self.target and any(c in ("prefill", "both") for c in self.options.conditions):
-                prefill, note = await fitted_prefill(self.target, self.options.load)
-                self.warnings += [note] if note else []
+                prefill, notes = await fitted_prefill(self.target, self.options.load)
+                self.warnings += notes
             for rep in range(self.options.repeats):
                 order = self.options.conditions[rep % len(self.options.conditions) :]
                 for condition in order + self.options.conditions[: rep % len(self.options.conditions)]:
@@ -180,7 +180,7 @@ def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     s = summarize(records)
     return LlmFigures(
         requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms,
-        aggregate_tok_s=s.aggregate_tok_s,
+        aggregate_tok_s=s.aggregate_tok_s, failures=s.failures, failure_messages=s.failure_messages,
     )  # fmt: skip
 
 

@@ -200,6 +200,11 @@ class RunStore:
         for (data,) in rows:
             yield RequestRecord.from_dict(json.loads(data))
 
+    def failed_count(self, run_id: str) -> int:
+        """Records of the run whose request failed."""
+        row = self._db.execute("SELECT COUNT(*) FROM records WHERE run_id = ? AND error IS NOT NULL", (run_id,))
+        return int(row.fetchone()[0])
+
     def result(self, run_id: str) -> tuple[str, int, str] | None:
         """(kind, version, JSON) of the run's stored result, if it has one."""
         row = self._db.execute("SELECT kind, version, data FROM results WHERE run_id = ?", (run_id,)).fetchone()

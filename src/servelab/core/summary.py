@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from servelab.core.failures import examples, failures
 from servelab.core.records import RequestRecord
 from servelab.core.stats import percentiles
 
@@ -39,6 +40,13 @@ def decode_window_ns(record: RequestRecord) -> int | None:
         return None
     span = record.chunk_ns[-1] - record.first_token_ns
     return span if span > 0 else None
+
+
+def e2e_ms(record: RequestRecord) -> float | None:
+    """Sent -> the last byte: the whole request as its client waited for it."""
+    if record.end_ns is None or record.sent_ns is None:
+        return None
+    return (record.end_ns - record.sent_ns) / NS_PER_MS
 
 
 def tpot_ms(record: RequestRecord) -> float | None:
@@ -89,6 +97,11 @@ class Summary:
     active_window_s: float
     schedule_lag_ms: dict[str, float]
     samples: dict[str, int] = field(default_factory=dict)
+    e2e_ms: dict[str, float] = field(default_factory=dict)  # sent -> last byte, per ok request
+    requests_per_s: float = 0.0  # ok requests over the active window
+    input_tokens: int = 0  # server usage: prompt tokens of the ok requests
+    failures: dict[str, int] = field(default_factory=dict)  # why requests failed (core.failures), most common first
+    failure_messages: dict[str, str] = field(default_factory=dict)  # the server's own words, one per reason
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,4 +140,9 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
         active_window_s=window / NS_PER_S,
         schedule_lag_ms=percentiles(lag),
         samples={"ttft": len(ttft), "itl": len(gaps)},
+        e2e_ms=percentiles(_present(e2e_ms(r) for r in ok)),
+        requests_per_s=len(ok) / (window / NS_PER_S) if window else 0.0,
+        input_tokens=sum(r.prompt_tokens or 0 for r in ok),
+        failures=failures(records),
+        failure_messages=examples(records),
     )

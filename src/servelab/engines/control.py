@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from servelab.core.errors import ServelabError
+from servelab.core.failures import error_message
 from servelab.core.urls import api_base, server_root
 from servelab.engines.prometheus import MetricSample, parse_exposition
 
@@ -52,6 +53,25 @@ class Description:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One model a target serves, as its /v1/models says: the id, and the context limit where it states one
+    (vLLM's ``max_model_len``; llama.cpp's ``meta.n_ctx_train`` is the training context, not the server's)."""
+
+    id: str
+    max_model_len: int | None = None
+
+
+def served_from(data: Any) -> list[Served]:
+    """/v1/models' ``data`` as Served entries (anything not a model with an id left out)."""
+    out = []
+    for m in data if isinstance(data, list) else []:
+        if isinstance(m, dict) and isinstance(m.get("id"), str):
+            limit = m.get("max_model_len")
+            out.append(Served(m["id"], limit if isinstance(limit, int) and limit > 0 else None))
+    return out
+
+
 class EngineAPI:
     """Synchronous calls; each says what went wrong as a value (None, False, an error string), never raises for a
     server that is down or answers oddly."""
@@ -72,15 +92,31 @@ class EngineAPI:
 
     def first_model(self) -> str:
         """The first model the target serves; a ServelabError that says why when there is none."""
+        return self.served()[0].id
+
+    def served(self) -> list[Served]:
+        """What the target serves; a ServelabError that says why in a person's words when it cannot be listed (down,
+        a key it refuses, not an OpenAI-compatible server) or serves nothing."""
         try:
             resp = self._get(self.base + "/models")
-            resp.raise_for_status()
-            models = resp.json().get("data") or []
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            raise ServelabError(f"cannot list models at {self.url}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise ServelabError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}",
+                                hint="is the server up, and is this its address?") from exc  # fmt: skip
+        if resp.status_code in (401, 403):
+            raise ServelabError(
+                f"{self.url} refused {'the API key' if self.headers else 'a request without an API key'} "
+                f"(HTTP {resp.status_code}: {_said(resp)})",
+                hint="give --api-key KEY (or NAME=KEY for one target), or set OPENAI_API_KEY",
+            )
+        if resp.status_code != 200:
+            raise ServelabError(f"cannot list models at {self.url}: HTTP {resp.status_code}: {_said(resp)}")
+        try:
+            models = served_from(resp.json().get("data"))
+        except (ValueError, AttributeError) as exc:
+            raise ServelabError(f"{self.url}/models did not answer an OpenAI model list") from exc
         if not models:
             raise ServelabError(f"{self.url} serves no models")
-        return str(models[0]["id"])
+        return models
 
     def models(self) -> list[str]:
         """The served model ids (empty where it answers none)."""
@@ -140,6 +176,10 @@ class AsyncEngineAPI:
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _said(resp: httpx.Response) -> str:
+    return error_message(resp.text) or resp.reason_phrase
 
 
 def discover_model(url: str, timeout: float = 10.0) -> str:

@@ -21,6 +21,7 @@ from servelab.eval.runner import (
     EvalOptions,
     GradedReply,
     ask_all,
+    fitting,
     grade_all,
     item_from_dict,
     item_to_dict,
@@ -55,6 +56,7 @@ class EvalResult:
     replies: dict[str, list[GradedReply]] = field(default_factory=dict)  # target -> graded replies
     stored: EvalRun = field(default_factory=EvalRun)  # what every output renders
     warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # items not asked (longer than the target's context)
 
 
 def summarize(replies: dict[str, list[GradedReply]], k: int) -> dict[str, Any]:
@@ -127,6 +129,7 @@ def run_eval(
             run.summary(f"eval/items/{target.name}", {"items": [item_to_dict(i) for i in asked]})
             result.replies[target.name] = grade_all(asked, records, options)
             result.warnings += _warnings(target.name, result.replies[target.name])
+            result.skipped += fitting(target, items)[1]
             run.result(_graded(result, options))
     return result
 
@@ -136,7 +139,13 @@ def _graded(result: EvalResult, options: EvalOptions) -> EvalRun:
     summary = summarize(result.replies, options.repeats)
     replies = [reply_result(g) for got in result.replies.values() for g in got]
     result.stored = EvalRun.model_validate(
-        {**summary, "replies": replies, "warnings": result.warnings, "sandbox": options.sandbox}
+        {
+            **summary,
+            "replies": replies,
+            "warnings": result.warnings,
+            "sandbox": options.sandbox,
+            "skipped": result.skipped,
+        }
     )
     return result.stored
 

@@ -17,7 +17,7 @@ from servelab.eval.needle import fit_needle
 from servelab.eval.replay import agreement
 from servelab.eval.sandbox import Limits
 from servelab.eval.stats import Graded
-from servelab.load.runner import Target, token_counter
+from servelab.load.runner import Target, room, token_counter
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,8 @@ async def ask_all(
         target.url, target=target.name, options=ClientOptions(api_key=target.api_key, read_timeout=options.read_timeout)
     )
     gate = asyncio.Semaphore(options.concurrency)
-    count = token_counter(client.base, target.model)
-    items = [await fit_needle(i, count) if i.kind == "needle" else i for i in items]
+    count = token_counter(client.base, target.model, target.api_key)
+    items = [await fit_needle(i, count) if i.kind == "needle" else i for i in fitting(target, items)[0]]
 
     async def one(item: Item, repeat: int) -> list[RequestRecord]:
         async with gate:
@@ -81,6 +81,22 @@ async def ask_all(
 
     records = await asyncio.gather(*(one(i, r) for r in range(options.repeats) for i in items))
     return items, [r for turns in records for r in turns]
+
+
+def fitting(target: Target, items: Sequence[Item]) -> tuple[list[Item], list[str]]:
+    """The items whose prompt has room in the target's context, and why each other one is not asked (a prompt the
+    server refuses says nothing of the model)."""
+    keep, skipped = [], []
+    for item in items:
+        want, limit = int(item.meta.get("target_tokens") or 0), room(target, item.max_tokens)
+        if limit is not None and want > limit:
+            skipped.append(
+                f"{target.name}/{item.suite}/{item.id}: not asked, its {want:,}-token prompt is longer than "
+                f"{target.name}'s context has room for ({target.max_model_len:,} tokens)"
+            )
+        else:
+            keep.append(item)
+    return keep, skipped
 
 
 async def _conversation(

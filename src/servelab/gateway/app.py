@@ -15,6 +15,7 @@ import orjson
 
 from servelab.engines.control import TOKENIZE, token_count
 from servelab.gateway.body import BadBody, parse_body
+from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Estimate, estimate
@@ -58,6 +59,7 @@ class _Plan:
 class Gateway:
     def __init__(self, config: GatewayConfig, store: Store | None = None) -> None:
         self.config, self.metrics, self.health = config, GatewayMetrics(), Health()
+        self.external_error: str | None = "not checked yet"  # why the external upstream cannot be reached; None: it can
         self.store: Store = store or make_store(config)
         self.clients: dict[str, HttpClient] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -67,6 +69,7 @@ class Gateway:
         self.clients[LOCAL] = make_client(self.config.local)
         if self.config.external is not None:
             self.clients[EXTERNAL] = make_client(self.config.external)
+            self._tasks.append(asyncio.create_task(self._watch_external(self.config.external.url)))
         self._tasks.append(asyncio.create_task(self._watch_local()))
 
     async def stop(self) -> None:
@@ -87,6 +90,14 @@ class Gateway:
             except (UpstreamError, TimeoutError) as exc:
                 ok, why = False, f"{type(exc).__name__}: {exc}"
             self.health.record(ok, policy.unhealthy_after, policy.healthy_after, why)
+            await asyncio.sleep(policy.health_interval_s)
+
+    async def _watch_external(self, url: str) -> None:
+        """Whether the external API can be reached at all (its name resolves, its port answers): /readyz says
+        ready on it alone only while it can."""
+        policy = self.config.policy
+        while True:
+            self.external_error = await unreachable(url, policy.health_timeout_s)
             await asyncio.sleep(policy.health_interval_s)
 
     # ---- routing ---------------------------------------------------------------------------------------

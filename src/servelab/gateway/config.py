@@ -69,6 +69,7 @@ class Server(_Finite):
     max_connections: int = Field(default=10_000, ge=1)  # per worker
     max_json_depth: int = Field(default=64, ge=4, le=200)
     busy_poll_us: int = Field(default=0, ge=0, le=1_000_000)  # poll without sleeping in flight and this long after
+    access_log: bool = True  # one JSON line per request on stderr (route, reason, status, milliseconds)
 
 
 class State(BaseModel):

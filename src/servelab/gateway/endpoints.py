@@ -88,12 +88,21 @@ class Router:
                             ("local_healthy", facts.local_healthy)):  # fmt: skip
             gateway.metrics.flags.labels(name).set(int(value))
         gateway.metrics.local_prefill.set(facts.local_prefill_tokens)
+        hold = gateway.config.policy.min_hold_s
+        maintenance = await gateway.store.flag_state("maintenance", hold)
+        realtime = await gateway.store.flag_state("realtime", hold)
         return {
             "maintenance": facts.maintenance,
+            "maintenance_held_until": maintenance.held_until(hold),  # asked off inside its hold: on until then
             "realtime": facts.realtime,
+            "realtime_held_until": realtime.held_until(hold),
+            "realtime_lease_until": realtime.until if realtime.on else None,  # off then unless renewed
             "local_healthy": facts.local_healthy,
             "local_last_error": gateway.health.last_error,
             "local_prefill_tokens": facts.local_prefill_tokens,
+            "external": EXTERNAL in gateway.clients,
+            "external_reachable": EXTERNAL in gateway.clients and gateway.external_error is None,
+            "external_last_error": gateway.external_error,
         }
 
     def _private(self, request: Request) -> Response | None:
@@ -110,7 +119,8 @@ class Router:
         if (denied := self._private(request)) is not None:
             return denied
         state = await self.snapshot()
-        ready = bool(state["local_healthy"] and not state["maintenance"]) or EXTERNAL in self.gateway.clients
+        local = bool(state["local_healthy"] and not state["maintenance"])
+        ready = local or bool(state["external_reachable"])  # a route can serve
         return Response(200 if ready else 503, orjson.dumps({"ready": ready, **state}))
 
     async def metrics(self, request: Request) -> Response:

@@ -31,6 +31,8 @@ class Outlet:
         self.on_pause: Callable[[bool], None] | None = None
         self._head: bytes | None = None
         self._ticker: asyncio.TimerHandle | None = None
+        self.status: int | None = None  # the head's, once prepared or sent (what the access log says)
+        self.headers: list[tuple[str, str]] = []
 
     @property
     def closed(self) -> bool:
@@ -46,6 +48,7 @@ class Outlet:
         """The head to send with the first piece (nothing, when a head already went out)."""
         if not self.started:
             self._head = self.line.head(status, content_type, headers, self._framing())
+            self.status, self.headers = status, headers
 
     def send(self, piece: bytes) -> bool:
         """Write one piece now (with the prepared head, the first time); False when the client is gone."""
@@ -79,7 +82,7 @@ class Outlet:
         if self.started or self.line.closed or transport is None:
             return
         transport.write(self.line.head(status, content_type, headers, self._framing()) + self._frame(piece))
-        self.started, self._head = True, None
+        self.started, self._head, self.status, self.headers = True, None, status, headers
         self._ticker = self.line.loop.call_later(every_s, self._tick, piece, every_s)
 
     def _tick(self, piece: bytes, every_s: float) -> None:

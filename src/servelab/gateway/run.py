@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.gateway.access import log_to_stderr
 from servelab.gateway.app import Gateway
+from servelab.gateway.checks import warn_at_start
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.endpoints import Router
 from servelab.gateway.server import ServerLimits, start_server
@@ -28,7 +30,7 @@ def limits(config: GatewayConfig) -> ServerLimits:
     return ServerLimits(header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
                         keepalive_s=s.keepalive_s, max_header_bytes=s.max_header_bytes, max_headers=s.max_headers,
                         max_body_bytes=config.max_body_bytes, max_connections=s.max_connections,
-                        busy_poll_s=s.busy_poll_us / 1e6)  # fmt: skip
+                        busy_poll_s=s.busy_poll_us / 1e6, access_log=s.access_log)  # fmt: skip
 
 
 async def serve(
@@ -96,7 +98,9 @@ def default_workers() -> int:
 
 
 def run(config: GatewayConfig, workers: int = 1) -> None:
-    """Serve in the foreground until SIGINT or SIGTERM."""
+    """Serve in the foreground until SIGINT or SIGTERM: the access log and start-up warnings on stderr."""
+    log_to_stderr()
+    warn_at_start(config)
     if workers <= 1:
         loop = _new_loop()
         try:
@@ -148,6 +152,7 @@ def _run_workers(config: GatewayConfig, workers: int) -> None:
 
 def _worker(config_json: str) -> None:
     config = GatewayConfig.model_validate_json(config_json)
+    log_to_stderr()  # a process of its own: its access log too
     loop = _new_loop()
     try:
         loop.run_until_complete(_until_signal(loop, serve(config, reuse_port=True)))

@@ -29,6 +29,7 @@ from typing import Any
 import httptools
 import orjson
 
+from servelab.gateway.access import access_line
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.poll import BusyPoll
 
@@ -50,6 +51,7 @@ class ServerLimits:
     max_connections: int = 10_000
     max_pipelined: int = 8
     busy_poll_s: float = 0.0  # 0: off; see :mod:`.poll`
+    access_log: bool = False  # one line per request when its answer is over (:mod:`.access`)
 
 
 @dataclass
@@ -251,6 +253,7 @@ class Connection(asyncio.Protocol):
         while self.queue and not self.closed:
             request = self.queue.popleft()
             outlet = self.current = request.outlet or Outlet(self, request.http10)
+            began = self.loop.time()
             try:
                 response = await self.handler(request)
             except asyncio.CancelledError:
@@ -267,6 +270,13 @@ class Connection(asyncio.Protocol):
             else:
                 keep = True
                 self._write_whole(response, request.keep_alive)
+            if self.limits.access_log:
+                said = (
+                    (outlet.status, outlet.headers)
+                    if isinstance(response, Sent)
+                    else (response.status, response.headers)
+                )
+                access_line(request.method, request.path, *said, self.loop.time() - began)
             if not (keep and request.keep_alive):
                 self._close()
                 return

@@ -26,6 +26,10 @@ class Flag:
         self.off_requested = True
         self.settle(now, min_hold)
 
+    def held_until(self, min_hold: float) -> float | None:
+        """When a flag asked off inside its hold time goes off (Unix time); None when it is not held."""
+        return self.changed_at + min_hold if self.on and self.off_requested else None
+
     def settle(self, now: float, min_hold: float) -> bool:
         """Apply what is due (an expired lease, an off request past the hold) and say whether it is on."""
         if self.on and self.until is not None and now >= self.until:

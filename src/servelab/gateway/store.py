@@ -12,7 +12,8 @@ import os
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servelab.gateway.state import Flag
@@ -27,6 +28,10 @@ class Store(Protocol):
     async def flag(self, name: str, min_hold: float) -> bool: ...
 
     async def set_flag(self, name: str, on: bool, min_hold: float, ttl: float | None = None) -> None: ...
+
+    async def flag_state(self, name: str, min_hold: float) -> Flag:
+        """The flag settled, with its times (a copy: what the admin answers say of it)."""
+        ...
 
     async def add_prefill(self, tokens: int) -> int: ...
 
@@ -48,6 +53,10 @@ class MemoryStore:
 
     async def flag(self, name: str, min_hold: float) -> bool:
         return self.flags[name].settle(time.time(), min_hold)
+
+    async def flag_state(self, name: str, min_hold: float) -> Flag:
+        self.flags[name].settle(time.time(), min_hold)
+        return replace(self.flags[name])
 
     async def set_flag(self, name: str, on: bool, min_hold: float, ttl: float | None = None) -> None:
         self.flags[name].set(on, time.time(), min_hold, ttl)
@@ -106,6 +115,11 @@ class HostStore:
 
     async def flag(self, name: str, min_hold: float) -> bool:
         return self._update(name, lambda flag, now: flag.settle(now, min_hold))
+
+    async def flag_state(self, name: str, min_hold: float) -> Flag:
+        seen: list[Flag] = []
+        self._update(name, partial(_settled_copy, min_hold=min_hold, into=seen))
+        return seen[-1]
 
     async def set_flag(self, name: str, on: bool, min_hold: float, ttl: float | None = None) -> None:
         self._update(name, lambda flag, now: flag.set(on, now, min_hold, ttl))
@@ -195,6 +209,11 @@ class RedisStore:
     async def flag(self, name: str, min_hold: float) -> bool:
         return await self._update(name, lambda flag, now: flag.settle(now, min_hold))
 
+    async def flag_state(self, name: str, min_hold: float) -> Flag:
+        seen: list[Flag] = []
+        await self._update(name, partial(_settled_copy, min_hold=min_hold, into=seen))
+        return seen[-1]
+
     async def set_flag(self, name: str, on: bool, min_hold: float, ttl: float | None = None) -> None:
         await self._update(name, lambda flag, now: flag.set(on, now, min_hold, ttl))
 
@@ -225,3 +244,8 @@ def _load(raw: dict[str, str]) -> Flag:
         until=None if until == "None" else float(until),
         off_requested=raw.get("off_requested") == "True",
     )
+
+
+def _settled_copy(flag: Flag, now: float, *, min_hold: float, into: list[Flag]) -> None:
+    flag.settle(now, min_hold)
+    into.append(replace(flag))

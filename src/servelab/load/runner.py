@@ -15,6 +15,7 @@ from servelab.engines.control import AsyncEngineAPI
 from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for, indices
 from servelab.load.scenarios import Scenario, filler_text
 
+CHAT_MARGIN = 64  # tokens a chat template and the system prompt add around a prompt
 Sink = Callable[[RequestRecord], None]
 
 
@@ -44,6 +45,15 @@ class Target:
     url: str
     model: str
     api_key: str | None = None
+    max_model_len: int | None = None  # the context the server states (prompt + output), where it states one
+
+
+def room(target: Target, output_tokens: int) -> int | None:
+    """Prompt tokens the target has room for beside ``output_tokens`` (its context less a chat template's margin);
+    None where it states no context."""
+    if target.max_model_len is None:
+        return None
+    return target.max_model_len - output_tokens - CHAT_MARGIN
 
 
 @dataclass
@@ -55,8 +65,11 @@ class ScenarioResult:
     stopped_early: str | None = None
 
 
-def payload(target: Target, scenario: Scenario, messages: list[dict[str, str]], load: Load) -> dict[str, Any]:
-    max_tokens = load.max_tokens or scenario.max_tokens
+def payload(
+    target: Target, scenario: Scenario, messages: list[dict[str, str]], load: Load, index: int = 0
+) -> dict[str, Any]:
+    """The request body: the output length --max-tokens gives, else the data's (or the synthetic draw's)."""
+    max_tokens = load.max_tokens or scenario.output_tokens(index)
     body: dict[str, Any] = {"model": target.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
     if load.fixed_output != "off":
         body["ignore_eos"] = True  # vLLM / SGLang / llama.cpp extension; others ignore it
@@ -96,7 +109,7 @@ class ScenarioRun:
         try:
             await self.client.send(
                 "chat",
-                payload(self.target, self.scenario, messages, self.load),
+                payload(self.target, self.scenario, messages, self.load, index),
                 record=record,
                 scheduled_ns=scheduled_ns,
             )
@@ -117,8 +130,13 @@ class ScenarioRun:
         return f"{uuid.uuid4().hex[:12]} {index}" if self.load.unique_prefix else ""
 
     async def run(self) -> ScenarioResult:
+        self.result.warnings += list(self.scenario.notes)
         if self.scenario.prefix_tokens and self.scenario.prefix_text is None:
             await self._fit_prefix()
+        if self.scenario.synthetic is not None:
+            await self._fit_synthetic()
+        if any(p.reply and p.max_tokens is None for p in self.scenario.prompts) and self.load.max_tokens is None:
+            await self._reply_lengths()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
         match arrivals_for(self.load, self.scenario):
@@ -139,8 +157,32 @@ class ScenarioRun:
             self.result.warnings.append(f"no /tokenize on {self.target.name}: the {target}-token prefix is an estimate")
         self.scenario = replace(self.scenario, prefix_text=text)
 
+    async def _fit_synthetic(self) -> None:
+        """Measure the filler's tokens per line with the target's /tokenize, so N tokens in is N by its count."""
+        lines = 200
+        got = await (await self._counter())(filler_text(0, self.scenario.name, lines=lines))
+        if got is None:
+            self.result.warnings.append(f"no /tokenize on {self.target.name}: synthetic input lengths are estimates")
+            return
+        self.scenario = replace(self.scenario, tokens_per_line=got / lines)
+
+    async def _reply_lengths(self) -> None:
+        """ShareGPT: each recorded reply's length, counted by the target, is its request's output length."""
+        count = await self._counter()
+        needed = len(self.scenario.prompts) if self.load.requests is None else min(len(self.scenario.prompts),
+                                                                                  self.load.requests)  # fmt: skip
+        prompts, estimated = list(self.scenario.prompts), 0
+        for i, p in enumerate(prompts[:needed]):
+            if p.reply and p.max_tokens is None:
+                tokens = await count(p.reply)
+                estimated += tokens is None
+                prompts[i] = replace(p, max_tokens=max(1, tokens if tokens is not None else len(p.reply) // 4))
+        if estimated:
+            self.result.warnings.append(f"no /tokenize on {self.target.name}: {estimated} reply lengths are estimates")
+        self.scenario = replace(self.scenario, prompts=tuple(prompts))
+
     async def _counter(self) -> Callable[[str], Awaitable[int | None]]:
-        return token_counter(self.client.base, self.target.model)
+        return token_counter(self.client.base, self.target.model, self.target.api_key)
 
     async def _closed_loop(self, concurrency: int) -> None:
         upcoming = iter(indices(self.load.requests))  # shared by the streams: each takes the next index
@@ -208,11 +250,11 @@ class ScenarioRun:
                 )
 
 
-def token_counter(api_base_url: str, model: str) -> Callable[[str], Awaitable[int | None]]:
+def token_counter(api_base_url: str, model: str, api_key: str | None = None) -> Callable[[str], Awaitable[int | None]]:
     """Counts tokens with the server's own /tokenize; the count is None where the server has none."""
 
     async def count(text: str) -> int | None:
-        api = AsyncEngineAPI(api_base_url, timeout=60)
+        api = AsyncEngineAPI(api_base_url, api_key=api_key, timeout=60)
         try:
             return await api.tokens(model, text)
         finally:

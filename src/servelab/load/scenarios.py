@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.load.datasets import OnBad, Prompt, Synthetic, parse_synthetic, read_dataset
 
 SEED_000 = ("code-chat", "character-chat", "studio-enhance", "concurrent-4")
 FILLER_WORDS = (
@@ -49,21 +50,45 @@ class Scenario:
     concurrency: int = 1
     prefix_tokens: int = 0  # a long shared document put before the question
     cache: str = "cold"  # "cold" (a unique prefix per request) or "cold-then-warm"
-    prompts: tuple[str, ...] = field(default=())  # user prompts from a file, used in turn
+    prompts: tuple[Prompt, ...] = field(default=())  # a dataset's requests, used in turn
     prefix_text: str | None = None  # the long prefix, once fitted to prefix_tokens with the target's tokenizer
     rate: float | None = None  # open loop at this many requests per second (a rate sweep's step)
     sweep_of: str | None = None  # a sweep's step: the scenario it is a level (or rate) of
+    synthetic: Synthetic | None = None  # N tokens in, M out (fixed or drawn per request)
+    tokens_per_line: float = 12.0  # of the filler text, as the target counts it (measured before a synthetic run)
+    notes: tuple[str, ...] = ()  # what reading the data left out (lines skipped)
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""
         system = f"[{nonce}] {self.system}" if nonce else self.system
         if self.prefix_tokens:
             system += "\n\n" + (self.prefix_text or filler_text(self.prefix_tokens, seed=self.name))
-        messages = [{"role": "system", "content": system}] if system else []
-        for user, assistant in self.history:
-            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-        user = self.prompts[request_index % len(self.prompts)] if self.prompts else self.user
-        return [*messages, {"role": "user", "content": user}]
+        turns = list(self.history_turns(request_index))
+        if turns and turns[0][0] == "system":  # the data's own system prompt, headed by the nonce
+            system, turns = " ".join(x for x in (system.strip(), turns[0][1]) if x), turns[1:]
+        head = [{"role": "system", "content": system}] if system else []
+        return [*head, *({"role": role, "content": text} for role, text in turns)]
+
+    def history_turns(self, request_index: int) -> tuple[tuple[str, str], ...]:
+        """The request's turns after the scenario's system prompt: the data's, a synthetic prompt, or the scenario's
+        history and question."""
+        if self.prompts:
+            return self.prompts[request_index % len(self.prompts)].messages
+        if self.synthetic is not None:
+            tokens, _ = self.synthetic.lengths(request_index)
+            lines = max(1, round(tokens / self.tokens_per_line))
+            return (("user", filler_text(0, f"{self.name}:{request_index}", lines=lines)),)
+        history = tuple(turn for user, assistant in self.history for turn in (("user", user), ("assistant", assistant)))
+        return (*history, ("user", self.user))
+
+    def output_tokens(self, request_index: int) -> int:
+        """The request's output length: the data's (a line's max_tokens, a recorded reply's length), the synthetic
+        draw, else the scenario's."""
+        if self.prompts:
+            return self.prompts[request_index % len(self.prompts)].max_tokens or self.max_tokens
+        if self.synthetic is not None:
+            return self.synthetic.lengths(request_index)[1]
+        return self.max_tokens
 
 
 def filler_text(approx_tokens: int, seed: str = "", *, lines: int | None = None) -> str:
@@ -105,52 +130,31 @@ def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]])
     )
 
 
-def load_scenario(spec: str) -> Scenario:
-    """A built-in name, or a JSONL / ShareGPT file of prompts (``path.jsonl``)."""
+def load_scenario(spec: str, on_bad: OnBad = "stop") -> Scenario:
+    """A built-in name, ``synthetic:IN:OUT``, or a file of your traffic (JSONL, OpenAI messages, ShareGPT)."""
     table = _builtin()
     if spec in table:
         return _from_dict(spec, table[spec], table)
+    if spec.startswith("synthetic:"):
+        synthetic = parse_synthetic(spec)
+        return Scenario(name=spec, description=f"{spec} tokens in:out", synthetic=synthetic)
     path = Path(spec)
     if path.is_file():
-        return Scenario(name=path.stem, description=f"prompts from {path}", prompts=tuple(read_prompts(path)))
-    raise UsageError(f"unknown scenario {spec!r}", hint=f"built in: {', '.join(table)}, or a .jsonl file of prompts")
+        data = read_dataset(path, on_bad)
+        return Scenario(name=path.stem, description=f"prompts from {path}", prompts=data.prompts, notes=data.skipped)
+    raise UsageError(
+        f"unknown scenario {spec!r}",
+        hint=f"built in: {', '.join(table)}; synthetic:IN:OUT; or a .jsonl / ShareGPT file of prompts",
+    )
 
 
-def expand(specs: list[str]) -> list[Scenario]:
+def expand(specs: list[str], on_bad: OnBad = "stop") -> list[Scenario]:
     names: list[str] = []
     for spec in specs:
         names += list(SEED_000) if spec == "seed-000" else [spec]
-    return [load_scenario(n) for n in names]
+    return [load_scenario(n, on_bad) for n in names]
 
 
 def read_prompts(path: Path) -> list[str]:
-    """JSONL lines with "prompt" or "text", or ShareGPT records: the first human turn of each."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from exc
-    records: list[Any]
-    try:
-        records = (
-            json.loads(text)
-            if text.lstrip().startswith("[")
-            else [json.loads(x) for x in text.splitlines() if x.strip()]
-        )
-    except ValueError as exc:
-        raise UsageError(f"{path} is neither JSONL nor a JSON list: {exc}") from exc
-    prompts = [p for p in (_prompt_of(r) for r in records) if p]
-    if not prompts:
-        raise UsageError(f"no prompts in {path}", hint='each line needs "prompt", "text" or ShareGPT "conversations"')
-    return prompts
-
-
-def _prompt_of(record: Any) -> str | None:
-    if not isinstance(record, dict):
-        return None
-    for key in ("prompt", "text", "input"):
-        if isinstance(record.get(key), str):
-            return str(record[key])
-    for turn in record.get("conversations") or []:
-        if isinstance(turn, dict) and turn.get("from") in ("human", "user"):
-            return str(turn.get("value", ""))
-    return None
+    """The user prompt of every record of a dataset file (see :func:`servelab.load.datasets.read_dataset`)."""
+    return [p.user for p in read_dataset(path).prompts]

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.results import PlanFigures, PlanRun
 from servelab.plan.calibrate import Comparison, Reported
 from servelab.plan.engines import (
     LLAMACPP_COMPUTE_BUFFER,
@@ -81,6 +82,10 @@ class Plan:
         data = asdict(self)
         data["weights"]["gib"] = self.weights.gib
         return data
+
+    def stored(self) -> PlanRun:
+        """The typed result a plan run stores (every figure of the plan kept)."""
+        return PlanRun(plan=PlanFigures.model_validate(self.to_dict()))
 
 
 def weights_for(resolved: Resolved, req: PlanRequest) -> WeightEstimate:

@@ -6,18 +6,23 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from servelab.core.records import RequestRecord
-from servelab.core.results import BenchRun, Row, SloSearch
+from servelab.core.results import BenchRun, Cell, Row, SloSearch, Step
 from servelab.core.stats import Interval
 from servelab.core.summary import inter_chunk_gaps_ms, ttft_ms
 from servelab.report import plots
 from servelab.report.model import Section, Table, add_plot, fmt
 
-COMPARE_NOTE = "median [95% bootstrap interval]; * the first two targets differ (Mann-Whitney U, p < 0.05)"
+COMPARE_NOTE = (
+    "median [95% bootstrap interval]; * the first two targets differ (Mann-Whitney U, p < 0.05); against: the "
+    "second's per-stream speed as a multiple of the first's, its TTFT difference, its aggregate as a multiple"
+)
 
 
 def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -> None:
     if result.rows:
         out.tables.append(compare_table(result.rows, "Side by side"))
+    if result.steps:
+        out.tables.append(steps_table(result.steps))
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         out.verdicts.append(slo_verdict(target, search))
@@ -40,6 +45,7 @@ def compare_table(rows: list[Row], caption: str) -> Table:
     """One column per target; each cell: per-stream tok/s, TTFT ms, aggregate tok/s, and the failures."""
     targets = list(dict.fromkeys(t for row in rows for t in row.cells))
     headers = ["scenario", *(f"{t}\ntok/s | TTFT ms | agg tok/s" for t in targets)]
+    headers += [f"{targets[1]}\nagainst {targets[0]}"] if len(targets) == 2 else []
     body = []
     for row in rows:
         cells = [row.scenario]
@@ -50,10 +56,61 @@ def compare_table(rows: list[Row], caption: str) -> Table:
                 continue
             mark_s = "*" if row.differs.get("tok_s") else ""
             mark_t = "*" if row.differs.get("ttft_ms") else ""
-            failed = f" ({c.n - c.ok} of {c.n} failed)" if c.ok < c.n else f" (n={c.n})"
+            failed = f" ({c.n - c.ok} of {c.n} FAILED: {', '.join(c.failures)})" if c.ok < c.n else f" (n={c.n})"
             cells.append(f"{_iv(c.tok_s)}{mark_s}\n{_iv(c.ttft_ms)}{mark_t}\n{fmt(c.aggregate_tok_s)}{failed}")
+        if len(targets) == 2:
+            cells.append(_against(row.cells.get(targets[0]), row.cells.get(targets[1])))
         body.append(cells)
     return Table(caption, headers, body, note=COMPARE_NOTE)
+
+
+STEPS_NOTE = (
+    "per request: TTFT sent -> first token; ITL the gaps between token chunks; E2E sent -> last byte; req/s and "
+    "tokens over the active window; a step with failed requests says so (its figures are the ok requests only)"
+)
+
+
+def _pair(p: dict[str, float], digits: int = 1, scale: float = 1.0) -> str:
+    low, high = p.get("p50"), p.get("p99")
+    return (
+        f"{fmt(None if low is None else low * scale, digits)} / {fmt(None if high is None else high * scale, digits)}"
+    )
+
+
+def _against(first: Cell | None, second: Cell | None) -> str:
+    """The second target's medians against the first's: the speed ratio, the TTFT difference, the aggregate ratio."""
+    if first is None or second is None:
+        return "-"
+    speed = _ratio(second.tok_s, first.tok_s)
+    ttft = second.ttft_ms.estimate - first.ttft_ms.estimate if second.ttft_ms and first.ttft_ms else None
+    aggregate = second.aggregate_tok_s / first.aggregate_tok_s if first.aggregate_tok_s else None
+    return f"x{fmt(speed, 2)}\n{'-' if ttft is None else f'{ttft:+,.1f}'} ms\nx{fmt(aggregate, 2)}"
+
+
+def _ratio(a: Interval | None, b: Interval | None) -> float | None:
+    return a.estimate / b.estimate if a and b and b.estimate else None
+
+
+def steps_table(steps: list[Step]) -> Table:
+    """Every step's figures, the ok requests' p50 / p99, and how many failed and why."""
+    several = len({s.target for s in steps}) > 1
+    rows = []
+    for step in steps:
+        s = step.summary
+        name = f"{step.target}\n{step.scenario}" if several else step.scenario
+        ok = f"{s.ok}/{s.requests}" + ("\nFAILED" if s.failures else "")
+        rows.append([name, ok, _pair(s.ttft_ms), _pair(s.itl_ms), _pair(s.e2e_ms, 2, 1e-3), fmt(s.requests_per_s, 2),
+                     f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
+    headers = [
+        "step",
+        "ok/n",
+        "TTFT ms\np50 / p99",
+        "ITL ms\np50 / p99",
+        "E2E s\np50 / p99",
+        "req/s",
+        "tokens\nin / out",
+    ]
+    return Table("Every step", headers, rows, note=STEPS_NOTE)
 
 
 def _slo_text(search: SloSearch) -> str:
@@ -123,7 +180,8 @@ def _bench_verdicts(out: Section, rows: list[Row]) -> None:
             out.verdicts.append(f"{r.scenario}: {a} streams at {fmt(ratio, 2)}x the speed of {b}{sig}")
         for t, c in r.cells.items():
             if c.ok < c.n:
-                out.verdicts.append(f"{r.scenario} on {t}: {c.n - c.ok} of {c.n} requests failed")
+                why = ", ".join(f"{reason} ({k})" for reason, k in c.failures.items())
+                out.verdicts.append(f"{r.scenario} on {t}: FAILED: {c.n - c.ok} of {c.n} requests failed ({why})")
 
 
 # ---- plots (HTML only) ------------------------------------------------------------------------------------------

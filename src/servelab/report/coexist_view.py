@@ -21,11 +21,14 @@ def sharing_text(sharing: Mapping[str, object]) -> str:
 
 def coexist_section(out: Section, result: CoexistRun) -> None:
     listeners = [lf.lookahead_ms for lf in result.conditions[0].listeners] if result.conditions else []
-    headers = ["condition", "chunks", "TTFA p50\nms", "interval\np50 ms", "p99 ms\n[95%]", "max ms", "pace\nRTF"]
-    headers += [f"underruns\n@{la:g} ms" for la in listeners]
+    headers = ["condition", "chunks", "TTFA\np50 ms", "gap\np50 ms", "gap p99\nms [95%]", "gap\nmax ms", "pace\nRTF"]
+    headers += [f"stalls\n@{la:g} ms" for la in listeners]
     rows = [_row(c) for c in result.conditions]
     caption = f"Probe {result.probe.get('probe')}, GPU sharing: {sharing_text(result.sharing)}"
-    note = "chunk intervals of the realtime stream; underruns: what a listener with that lookahead hears (stall ms)"
+    note = (
+        "gap: the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
+        "lookahead hears (and their stall ms)"
+    )
     out.tables.append(Table(caption, headers, rows, note=note))
     out.verdicts += verdicts(result)
     out.problems += result.warnings

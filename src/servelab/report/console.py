@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -41,23 +42,34 @@ def summary_table(title: str, s: dict[str, Any]) -> Table:
     return table
 
 
-def rich_table(t: Figures) -> Table:
-    """A report table as a rich table (a cell's lines kept; the note as the caption)."""
-    table = Table(*t.headers, title=t.caption, title_justify="left", caption=t.note or None, caption_justify="left")
+def rich_table(t: Figures, width: int | None = None) -> Table:
+    """A report table as a rich table (a cell's lines kept; the note as the caption). Where its lines would be wider
+    than ``width``, each column is as narrow as its longest word and its cells wrap at spaces: nothing is cut."""
+    table = Table(title=t.caption, title_justify="left", caption=t.note or None, caption_justify="left",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)  # fmt: skip
+    columns = list(zip(t.headers, *t.rows, strict=False)) if t.rows else [(h,) for h in t.headers]
+    natural = sum(max(len(line) for cell in col for line in cell.split("\n")) + 2 for col in columns)
+    narrow = width is not None and natural > width
+    for col in columns:
+        longest = max((len(word) for cell in col for word in cell.split()), default=1)
+        header = max((len(word) for word in col[0].split()), default=1)
+        table.add_column(col[0], min_width=header, max_width=longest if narrow else None, overflow="fold")
     for row in t.rows:
         table.add_row(*row)
     return table
 
 
-def section_tables(section: Section) -> list[Table]:
-    return [rich_table(t) for t in section.tables]
+def section_tables(section: Section, width: int | None = None) -> list[Table]:
+    return [rich_table(t, width) for t in section.tables]
 
 
 def print_section(console: Console, section: Section, *, heading: bool = True) -> None:
     """A stored run for a person at a terminal: what it was, its tables, its verdicts, what went wrong."""
     if heading:
         console.print(f"[bold]{section.title}[/] ({section.status})")
-    for table in section_tables(section):
+    for name, value in section.facts:
+        console.print(f"[dim]{name}: {value}[/]")
+    for table in section_tables(section, console.width):
         console.print(table)
     for line in section.verdicts:
         console.print(line)

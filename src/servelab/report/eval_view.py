@@ -26,7 +26,7 @@ def eval_section(out: Section, result: EvalRun, with_plots: bool) -> None:
     misses = [r for r in result.replies if r.outcome != "correct"]
     if misses:
         out.tables.append(_misses(misses))
-    out.problems += result.warnings
+    out.problems += result.skipped + result.warnings
     if with_plots:
         counts = {t: {k: float(v.all.outcomes.get(k, 0)) for k in OUTCOMES} for t, v in result.targets.items()}
         add_plot(out, "Outcomes by target", plots.bars(counts, "replies", "Outcomes"))

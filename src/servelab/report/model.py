@@ -31,6 +31,7 @@ class Section:
     plots: list[Plot] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what failed or was cut short
+    facts: list[tuple[str, str]] = field(default_factory=list)  # what was measured: model, target, hardware, ...
 
 
 def fmt(value: Any, digits: int = 1) -> str:

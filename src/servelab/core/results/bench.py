@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from servelab.core.failures import failure_text
 from servelab.core.records import Labels
 from servelab.core.results.base import Model, RunResult, Scalar
 from servelab.core.stats import Interval
@@ -32,6 +33,8 @@ class Cell(Model):
     ttft_ms: Interval | None  # median
     aggregate_tok_s: float
     cached_tokens: int | None
+    failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
+    failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
 
 
 class Row(Model):
@@ -61,3 +64,15 @@ class BenchRun(RunResult):
     rows: list[Row] = Field(default_factory=list)
     metrics: dict[str, EngineMetrics] = Field(default_factory=dict)  # target -> its /metrics
     slo: dict[str, SloSearch] = Field(default_factory=dict)  # target -> its search (a bench-slo run)
+
+    def request_failures(self) -> list[str]:
+        return self.failed_steps() if self.kind == "bench" else []  # an SLO search counts failures as misses
+
+    def failed_steps(self) -> list[str]:
+        """One line per step with failed requests: ``target/step: 3 of 5 failed: context too long (3): "..."``."""
+        return [
+            f"{s.target}/{s.scenario}: "
+            + failure_text(s.summary.failures, s.summary.failure_messages, s.summary.requests)
+            for s in self.steps
+            if s.summary.failures
+        ]

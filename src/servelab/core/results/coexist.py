@@ -27,6 +27,8 @@ class LlmFigures(Model):
     ttft_ms: dict[str, float]
     tpot_ms: dict[str, float]
     aggregate_tok_s: float
+    failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
+    failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
 
 
 class ConditionFigures(Model):
@@ -57,3 +59,16 @@ class CoexistRun(RunResult):
     probe: Facts = Field(default_factory=dict)
     sharing: Facts = Field(default_factory=dict)
     conditions: list[ConditionFigures] = Field(default_factory=list)
+
+    def request_failures(self) -> list[str]:
+        """A condition whose LLM load failed measured the probe beside nothing (or less than asked): say so."""
+        out = []
+        for c in self.conditions:
+            if c.errors:
+                out.append(f"{c.condition}: {c.errors} of {c.utterances} probe utterances failed")
+            llm = c.llm
+            failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}  # cancelled: the end
+            if llm is not None and failed:
+                why = "; ".join(f'{k} ({n}): "{llm.failure_messages.get(k, "")}"' for k, n in failed.items())
+                out.append(f"{c.condition}: {sum(failed.values())} of {llm.requests} LLM requests failed: {why}")
+        return out

@@ -86,6 +86,16 @@ class EvalRun(RunResult):
     targets: dict[str, TargetEval] = Field(default_factory=dict)
     paired: Paired | None = None
     replies: list[Reply] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # items never sent, with why (longer than the target's context)
+
+    def request_failures(self) -> list[str]:
+        """Per target, the replies whose request failed (the server refused or broke off), with the first reason."""
+        out = []
+        for target in dict.fromkeys(r.target for r in self.replies):
+            failed = [r for r in self.replies if r.target == target and r.error]
+            if failed:
+                out.append(f"{target}: {len(failed)} item(s) not answered, the request failed: {failed[0].error}")
+        return out
 
 
 class Resolved(Model):
