@@ -184,13 +184,14 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
         paths["bare TCP relay (uvloop)"] = f"http://127.0.0.1:{port}/schedule"
         wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
     polls = [0, args.busy_poll] if args.busy_poll else [0]
+    quiet = subprocess.DEVNULL  # a gateway's stdout and stderr (its access log: a line a request)
     for workers, poll in itertools.product(dict.fromkeys((1, args.workers)), polls):
         port = free_port()
         config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
                   "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]},
                   "server": {"busy_poll_us": poll}}  # fmt: skip
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), str(workers)]
-        procs.append(subprocess.Popen(cores.argv(cores.proxy[:workers], argv), stdout=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:workers], argv), stdout=quiet, stderr=quiet))
         name = f"servelab gateway x{workers}" + (" busy-poll" if poll else "")
         paths[name] = f"http://127.0.0.1:{port}"
         wait_http(paths[name] + "/healthz")
@@ -200,7 +201,7 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
                   "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}}  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), "1"]
-        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv), stdout=subprocess.DEVNULL, env=env))
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv), stdout=quiet, stderr=quiet, env=env))
         paths[f"servelab gateway x1 ({label})"] = f"http://127.0.0.1:{port}"
         wait_http(f"http://127.0.0.1:{port}/healthz")
     if args.litellm != "none" and Path(args.litellm).exists():

@@ -106,3 +106,24 @@ def test_a_run_without_a_result_or_summaries_has_none(tmp_path: Path) -> None:
     with RunStore(tmp_path / "s.sqlite") as store:
         run = store.create_run("bench", {})
         assert load_result(store, store.get_run(run)) is None
+
+
+def test_a_coexist_condition_whose_llm_load_all_failed_answers_nothing() -> None:
+    """The HTML once said "beside prefill: p99 1.7 ms (alone 1.7)" when every prefill request got HTTP 400."""
+    from servelab.core.results import CoexistRun, ConditionFigures, LlmFigures
+    from servelab.report.coexist_view import verdicts
+
+    def condition(name: str, llm: LlmFigures | None) -> ConditionFigures:
+        return ConditionFigures(condition=name, utterances=4, chunks=100, errors=0, ttfa_p50_ms=5.0, ttfa_p95_ms=6.0,
+                                interval_p50_ms=1.0, interval_p95_ms=1.5, interval_p99_ms=1.7, interval_p99_low_ms=1.6,
+                                interval_p99_high_ms=1.8, interval_max_ms=2.0, lag_p99_ms=0.1, rtf_mean=0.1,
+                                rtf_p95=0.1, pace_rtf=0.1, llm=llm)  # fmt: skip
+
+    said = {"context too long": "max 8192"}
+    refused = LlmFigures(requests=20, ok=0, errors={"http_4xx": 20}, ttft_ms={}, tpot_ms={}, aggregate_tok_s=0.0,
+                         failures={"context too long": 20}, failure_messages=said)  # fmt: skip
+    run = CoexistRun(conditions=[condition("alone", None), condition("prefill", refused)])
+    (line,) = verdicts(run)
+    assert line.startswith("beside prefill: no answer: every LLM request failed (context too long)")
+    (failed,) = run.request_failures()
+    assert failed == 'prefill: 20 of 20 LLM requests failed: context too long (20): "max 8192"'

@@ -3,6 +3,7 @@ can be skipped; a step that fails is recorded with why, and the next steps still
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +31,7 @@ class CheckOptions:
     bench_requests: int = 3
     max_tokens: int = 64
     coexist_utterances: int = 4
+    engine_memory: tuple[int, int] | None = None  # the embedded engine's KV bytes and context: plan for those
 
 
 @dataclass
@@ -116,7 +118,7 @@ def _steps(
         if step == "plan" and not options.model_config:
             results.append(StepResult(step, skipped="no model config (--model-config)"))
             continue
-        if step == "plan" and options.gpu is None:
+        if step == "plan" and options.gpu is None and options.engine_memory is None:
             options = replace(options, gpu=this_gpu())
             if options.gpu is None:
                 results.append(StepResult(step, skipped="no GPU the plan knows on this machine: give --gpu NAME"))
@@ -162,22 +164,33 @@ def _latest_failed(store: RunStore, step: str) -> str | None:
 def _plan(store: RunStore, options: CheckOptions) -> str:
     from servelab.plan import PlanRequest, gpu, make_plan, parse_alongside, parse_tokens, resolve_model
 
-    card = gpu(str(options.gpu))
-    request = PlanRequest(
-        gpu_name=card.key,
-        gpu_bytes=card.memory_bytes,
-        bandwidth_gbs=card.bandwidth_gbs,
-        context=parse_tokens(options.context),
-        concurrency=1,
-        quant="bf16",
-        kv_dtype="auto",
-        alongside=parse_alongside(options.alongside),
-    )
+    if options.gpu is None and options.engine_memory is not None:  # the embedded engine: its own memory
+        kv_bytes, context = options.engine_memory
+        request = PlanRequest(
+            gpu_name="the embedded CPU engine", gpu_bytes=_host_memory(), bandwidth_gbs=None, context=context,
+            concurrency=1, quant="bf16", kv_dtype="auto", engine="vllm-cpu", kv_pool_bytes=kv_bytes, block_size=128,
+        )  # fmt: skip
+    else:
+        card = gpu(str(options.gpu))
+        request = PlanRequest(
+            gpu_name=card.key,
+            gpu_bytes=card.memory_bytes,
+            bandwidth_gbs=card.bandwidth_gbs,
+            context=parse_tokens(options.context),
+            concurrency=1,
+            quant="bf16",
+            kv_dtype="auto",
+            alongside=parse_alongside(options.alongside),
+        )
     result = make_plan(resolve_model(str(options.model_config)), request)
     args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
         run.result(result.stored())
     return run.run_id
+
+
+def _host_memory() -> int:
+    return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
 def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:

@@ -78,7 +78,9 @@ def check(
         state = start_with_progress(engine)
         started_here = not state.reused
         specs = target_specs([f"embedded={state.url}"], model, api_key)
-        options = replace(options, model_config=model_config or str(engine.settings.model_dir))
+        settings = engine.settings
+        options = replace(options, model_config=model_config or str(settings.model_dir),
+                          engine_memory=(settings.kv_cache_gib * 2**30, settings.max_model_len))  # fmt: skip
         console_out.print(f"embedded engine {'reused' if state.reused else 'started'} at {state.url}")
 
     def progress(step: str, what: str) -> None:

@@ -52,6 +52,9 @@ def plan(
         help="A fixed KV memory (vLLM --kv-cache-memory-bytes, or VLLM_CPU_KVCACHE_SPACE for its CPU build).",
     ),
     block_size: int | None = typer.Option(None, "--block-size", help="KV block size (vLLM: 16 on GPU, 128 on CPU)."),
+    allow_long: bool = typer.Option(
+        False, "--allow-long-context", help="Plan a --context beyond the model's maximum (vLLM needs an override)."
+    ),
     batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
     calibrate: str | None = typer.Option(
         None,
@@ -81,6 +84,7 @@ def plan(
         kv_pool_bytes=parse_size(kv_pool) if kv_pool else None,
         max_num_batched_tokens=batched_tokens,
         block_size=block_size or (128 if engine == "vllm-cpu" else 16),
+        allow_long_context=allow_long,
     )
     resolved = resolve_model(model)
     result = make_plan(resolved, request)

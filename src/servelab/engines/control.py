@@ -100,7 +100,7 @@ class EngineAPI:
         try:
             resp = self._get(self.base + "/models")
         except httpx.HTTPError as exc:
-            raise ServelabError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}",
+            raise ServelabError(f"cannot list models at {self.url}: cannot reach it ({type(exc).__name__}: {exc})",
                                 hint="is the server up, and is this its address?") from exc  # fmt: skip
         if resp.status_code in (401, 403):
             raise ServelabError(

@@ -41,6 +41,7 @@ class PlanRequest:
     max_num_batched_tokens: int = 8192
     block_size: int = 16  # vLLM's default on GPUs; its CPU build uses 128
     kv_pool_bytes: int | None = None  # a fixed KV memory (--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE)
+    allow_long_context: bool = False  # plan a context beyond the model's own maximum anyway
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,12 @@ def _overhead(req: PlanRequest, weights: WeightEstimate) -> int:
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     spec = resolved.spec
+    if spec.max_position and req.context > spec.max_position and not req.allow_long_context:
+        raise UsageError(
+            f"--context {req.context:,} is longer than {spec.name} supports ({spec.max_position:,} tokens): "
+            "`vllm serve` would refuse that --max-model-len",
+            hint="plan a shorter --context, or --allow-long-context (vLLM then needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
+        )
     weights = weights_for(resolved, req)
     overhead = _overhead(req, weights)
     cotenants = sum(req.alongside.values())
@@ -189,12 +196,15 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     pool = req.kv_pool_bytes or max(0, int(chosen * base) - weights.bytes - overhead)
     capacity = _capacity(resolved, req, pool)
     fits, reasons = _judge(req, weights, overhead, util_min, util_max, chosen, capacity)
+    most = None  # what the card holds at the most the co-tenants allow, where that is more than chosen
+    if not req.kv_pool_bytes and util_max > chosen + 1e-9:
+        most = _capacity(resolved, req, max(0, int(util_max * base) - weights.bytes - overhead)).max_sequences
     return Plan(
         model=spec.name,
         gpu=req.gpu_name,
         engine=req.engine,
         fits=fits,
-        verdict=_verdict(req, fits, capacity),
+        verdict=_verdict(req, fits, capacity, chosen, (most, util_max)),
         reasons=reasons,
         weights=weights,
         overhead_bytes=overhead,
@@ -252,11 +262,23 @@ def _judge(
     return not reasons, reasons
 
 
-def _verdict(req: PlanRequest, fits: bool, capacity: Capacity) -> str:
-    held = math.floor(capacity.max_sequences * 10 + 1e-9) / 10
+def _verdict(req: PlanRequest, fits: bool, capacity: Capacity, chosen: float, most: tuple[float | None, float]) -> str:
+    """What the card holds at the utilisation chosen and, where it is more, at the most the co-tenants allow."""
+    held = _tenths(capacity.max_sequences)
     ctx = f"{req.context // 1024}K" if req.context % 1024 == 0 else f"{req.context:,}"
     head = "fits" if fits else f"does not fit {req.concurrency}"
-    return f"{head}: holds {held:g} session{'s' if held != 1 else ''} of {ctx} on {req.gpu_name}"
+    line = f"{head}: holds {held:g} session{'s' if held != 1 else ''} of {ctx} on {req.gpu_name}"
+    line += (f" in a {req.kv_pool_bytes / GIB:.2f} GiB KV pool" if req.kv_pool_bytes
+             else f" at gpu_memory_utilization {chosen:.2f}")  # fmt: skip
+    sessions, util_max = most
+    if sessions is not None and _tenths(sessions) > held:
+        allow = "the co-tenants allow" if req.alongside else "this card allows"
+        line += f" ({_tenths(sessions):g} at {util_max:.2f}, the most {allow})"
+    return line
+
+
+def _tenths(sessions: float) -> float:
+    return math.floor(sessions * 10 + 1e-9) / 10
 
 
 def _notes(resolved: Resolved, req: PlanRequest) -> list[str]:
@@ -272,7 +294,7 @@ def _notes(resolved: Resolved, req: PlanRequest) -> list[str]:
 
 
 def command_line(resolved: Resolved, req: PlanRequest, util: float) -> str:
-    model = resolved.spec.name
+    model = resolved.serve_as
     if req.engine.startswith("vllm"):
         parts = [
             f"vllm serve {model}",

@@ -250,6 +250,20 @@ def _config_quant(cfg: Config) -> str | None:
     return method or None
 
 
+def max_context(cfg: Mapping[str, Any]) -> int:
+    """The longest ``--max-model-len`` vLLM accepts without an override: the positions the config states, scaled
+    by a YaRN, dynamic or linear RoPE factor (from the original length, where given); 0 where none is stated."""
+    base = next((int(cfg[k]) for k in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+                 if isinstance(cfg.get(k), int) and cfg[k] > 0), 0)  # fmt: skip
+    rope = cfg.get("rope_scaling") or {}
+    kind = rope.get("rope_type") or rope.get("type") if isinstance(rope, dict) else None
+    factor = rope.get("factor") if isinstance(rope, dict) else None
+    if kind in ("yarn", "dynamic", "linear") and isinstance(factor, int | float) and factor > 1:
+        original = rope.get("original_max_position_embeddings")
+        return int((original if kind == "yarn" and isinstance(original, int) else base) * factor)
+    return base
+
+
 def spec_from_config(config: Config, *, name: str = "", source: str = "") -> ModelSpec:
     """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model."""
     cfg = text_config(config)
@@ -271,7 +285,7 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
         model_type=mtype,
         hidden_size=int(cfg["hidden_size"]),
         vocab_size=int(cfg["vocab_size"]),
-        max_position=int(cfg.get("max_position_embeddings") or 0),
+        max_position=max_context(cfg),
         layers=tuple(_cache_layer(cfg, kind, i) for i, kind in enumerate(kinds)),
         params=params,
         moe=moe,

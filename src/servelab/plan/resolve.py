@@ -21,6 +21,11 @@ class Resolved:
     meta: dict[str, Any] = field(default_factory=dict)  # preset notes: source, known checkpoint sizes
     weights_bytes: int | None = None  # exact, from local safetensors headers
     weights_source: str = ""
+    model_id: str = ""  # what `vllm serve` takes: the Hugging Face id of a preset, a folder's path
+
+    @property
+    def serve_as(self) -> str:
+        return self.model_id or self.spec.name
 
 
 def preset_names() -> list[str]:
@@ -97,17 +102,18 @@ def _read_json(path: Path) -> dict[str, Any]:
 def resolve_model(model: str) -> Resolved:
     if model in preset_names():
         config, meta = load_preset(model)
-        return Resolved(spec_from_config(config, name=model, source=meta.get("source", "")), meta)
+        spec = spec_from_config(config, name=model, source=meta.get("source", ""))
+        return Resolved(spec, meta, model_id=str(config.get("_name_or_path") or model))
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         spec = spec_from_config(_read_json(path / "config.json"), name=path.name, source=str(path))
-        return Resolved(spec, {}, *local_weights(path))
+        return Resolved(spec, {}, *local_weights(path), model_id=str(path))
     if path.is_file():
         return Resolved(spec_from_config(_read_json(path), name=path.stem, source=str(path)))
     cached = _hf_cache_config(model) if "/" in model else None
     if cached is not None:
         spec = spec_from_config(_read_json(cached), name=model, source=f"HF cache {cached.parent}")
-        return Resolved(spec, {}, *local_weights(cached.parent))
+        return Resolved(spec, {}, *local_weights(cached.parent), model_id=model)
     raise UsageError(
         f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache",
         hint=f"presets: {', '.join(preset_names())}",

@@ -47,12 +47,16 @@ def verdicts(result: CoexistRun) -> list[str]:
     for c in result.conditions:
         if c.condition == "alone" or alone is None or c.interval_p99_ms is None:
             continue
+        llm = c.llm
+        failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}
+        if llm is not None and failed and llm.ok == 0:
+            lines.append(f"beside {c.condition}: no answer: every LLM request failed ({', '.join(failed)}), so the "
+                         "probe ran beside nothing")  # fmt: skip
+            continue
         worst = min(c.listeners, key=lambda lf: lf.lookahead_ms, default=None)
         under = f", {worst.underruns} underruns without lookahead" if worst else ""
         lines.append(
             f"beside {c.condition}: chunk p99 {fmt(c.interval_p99_ms)} ms (alone {fmt(alone.interval_p99_ms)}), "
             f"RTF {fmt(c.pace_rtf, 2)} (alone {fmt(alone.pace_rtf, 2)}){under}"
         )
-        if c.llm is not None and c.llm.ok < c.llm.requests:
-            lines.append(f"beside {c.condition}: {c.llm.requests - c.llm.ok} of {c.llm.requests} LLM requests failed")
     return lines

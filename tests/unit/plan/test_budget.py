@@ -185,3 +185,25 @@ def test_sglang_fraction_is_of_the_memory_free_after_co_tenants() -> None:
     free = card.memory_bytes - 7 * GIB
     assert plan.kv_pool_bytes == int(plan.util_chosen * free) - plan.weights.bytes
     assert "--mem-fraction-static" in plan.command and plan.fits
+
+
+def test_the_headline_says_what_the_card_holds_at_the_chosen_and_at_the_most_allowed() -> None:
+    """Llama-3.1-8B at 32K for one session: the lowest utilisation that holds it, and what the card holds at most."""
+    plan = make_plan(resolve_model("llama-3.1-8b"), request(context=32768, concurrency=1))
+    head, _, most = plan.verdict.partition(" (")
+    assert (
+        head.startswith("fits: holds 1.1 sessions of 32K")
+        and f"at gpu_memory_utilization {plan.util_chosen:.2f}" in head
+    )
+    at_most = float(most.split(" at ")[0])
+    assert at_most > 10 * 1.1 and f"at {plan.util_max:.2f}, the most this card allows" in most
+    assert plan.command.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ")  # the id vllm serve takes
+
+
+def test_a_context_beyond_the_models_maximum_is_refused_unless_asked() -> None:
+    from servelab.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"longer than llama-3.1-8b supports \(131,072 tokens\)"):
+        make_plan(resolve_model("llama-3.1-8b"), request(context=262144))
+    allowed = make_plan(resolve_model("llama-3.1-8b"), request(context=262144, allow_long_context=True))
+    assert "--max-model-len 262144" in allowed.command
