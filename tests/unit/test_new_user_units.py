@@ -49,3 +49,17 @@ def test_check_on_the_embedded_engine_plans_for_its_own_memory(tmp_path: Path) -
     (plan,) = [s for s in outcome if s.step == "plan"]
     assert plan.run_id and plan.verdicts == ["fits: holds 11.3 sessions of 8K on the embedded CPU engine in a 2.00 GiB "
                                              "KV pool"]  # fmt: skip
+
+
+def test_check_plans_the_models_own_context_and_refuses_a_longer_one(tmp_path: Path) -> None:
+    from servelab.core.errors import UsageError
+
+    skip = frozenset({"bench", "eval", "coexist"})
+    with RunStore(tmp_path / "s.sqlite") as store:
+        outcome = run_check(store, [], CheckOptions(model_config="smollm2-135m", gpu="h100-80gb", skip=skip))
+        with pytest.raises(UsageError, match=r"--context 32,768 is longer than the model supports \(8,192"):
+            run_check(store, [], CheckOptions(model_config="smollm2-135m", gpu="h100-80gb", context="32k", skip=skip))
+        kinds = sorted(r.kind for r in store.list_runs())
+    (plan,) = [s for s in outcome if s.step == "plan"]
+    assert plan.verdicts[0].startswith("fits: holds 1.3 sessions of 8K on h100-80gb")  # 8K: the model's maximum
+    assert kinds == ["check", "plan"]  # the refused one stored nothing

@@ -6,7 +6,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from servelab.core.failures import examples, failures
 from servelab.core.records import RequestRecord
 from servelab.core.results import Cell, Row
 from servelab.core.stats import Interval, bootstrap_median_interval, mann_whitney_p
@@ -22,6 +21,7 @@ def cell(records: Sequence[RequestRecord]) -> Cell:
     speeds = [v for v in (stream_tok_s(r) for r in ok) if v is not None]
     ttfts = [v for v in (ttft_ms(r) for r in ok) if v is not None]
     cached = [r.cached_tokens for r in ok if r.cached_tokens is not None]
+    summary = summarize(records)  # once: the aggregate and the failures with their words
     return Cell(
         n=len(records),
         speeds=speeds,
@@ -29,10 +29,10 @@ def cell(records: Sequence[RequestRecord]) -> Cell:
         ok=len(ok),
         tok_s=_interval(speeds),
         ttft_ms=_interval(ttfts),
-        aggregate_tok_s=summarize(records).aggregate_tok_s,
+        aggregate_tok_s=summary.aggregate_tok_s,
         cached_tokens=max(cached) if cached else None,
-        failures=failures(records),
-        failure_messages=examples(records),
+        failures=summary.failures,
+        failure_messages=summary.failure_messages,
     )
 
 

@@ -99,8 +99,9 @@ class BenchSession:
         if load.prefix_tokens is not None and scenario.prefix_tokens:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
         res, got = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
-        _warn_unintended_hits(res, scenario, got)
-        _warn_busy(res, target, scenario, load, got)
+        derived = derive(got)  # this step's /metrics figures, once
+        _warn_unintended_hits(res, scenario, derived)
+        _warn_busy(res, target, scenario, load, derived)
         self.result.results.append(res)
         self.samples[target.name] += got
         for label in sorted({r.scenario for r in res.records}):
@@ -282,19 +283,19 @@ def _search_target(
     )
 
 
-def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, got: list[Any]) -> None:
+def _warn_unintended_hits(res: ScenarioResult, scenario: Scenario, derived: dict[str, Scalar]) -> None:
     """Where the server does not report cached tokens per request, its prefix-cache counters still tell."""
     if scenario.cache != "cold" or any(r.cached_tokens is not None for r in res.records):
         return
-    hits = derive(got).get("prefix_hit_rate")
+    hits = derived.get("prefix_hit_rate")
     if hits:
         res.warnings.append(f"/metrics counted prefix-cache hits ({hits:.1%} of prompt tokens) during a cold scenario")
 
 
-def _warn_busy(res: ScenarioResult, target: Target, scenario: Scenario, load: Load, got: list[Any]) -> None:
+def _warn_busy(res: ScenarioResult, target: Target, scenario: Scenario, load: Load, derived: dict[str, Scalar]) -> None:
     """The engine ran more requests at once than this step sent: other clients shared it, and its figures."""
     pattern = arrivals_for(load, scenario)
-    running = derive(got).get("running_max")
+    running = derived.get("running_max")
     if isinstance(pattern, ClosedLoop) and isinstance(running, int | float) and running > pattern.concurrency:
         res.warnings.append(
             f"{target.name}'s /metrics counted {running:g} requests running while this step sent at most "

@@ -18,13 +18,14 @@ from servelab.engines.manifest import build_manifest, gpu_info
 from servelab.report import section
 
 STEPS = ("plan", "bench", "eval", "coexist")
+DEFAULT_CONTEXT = 32768
 
 
 @dataclass
 class CheckOptions:
     model_config: str | None = None  # a preset name or a folder with config.json: the plan step needs one
     gpu: str | None = None  # None: the GPU of this machine, if it has one the plan knows; else no plan step
-    context: str = "32k"
+    context: str | None = None  # None: 32K, or the model's own maximum where that is shorter
     alongside: list[str] = field(default_factory=list)
     suite: str = "quick"  # quick | full
     skip: frozenset[str] = frozenset()
@@ -65,10 +66,27 @@ def validate(options: CheckOptions) -> None:
         raise UsageError(f"--suite is quick or full, got {options.suite!r}")
     if options.gpu is not None:
         gpu(options.gpu)
-    parse_tokens(options.context)
     parse_alongside(options.alongside)
     if options.model_config and "plan" not in options.skip:
-        resolve_model(options.model_config)
+        plan_context(options, resolve_model(options.model_config).spec.max_position)
+    elif options.context is not None:
+        parse_tokens(options.context)
+
+
+def plan_context(options: CheckOptions, model_max: int) -> int:
+    """The plan step's context: the one asked for (refused beyond the model's maximum), else 32K or the model's
+    maximum where that is shorter."""
+    from servelab.plan import parse_tokens
+
+    if options.context is None:
+        return min(DEFAULT_CONTEXT, model_max) if model_max else DEFAULT_CONTEXT
+    asked = parse_tokens(options.context)
+    if model_max and asked > model_max:
+        raise UsageError(
+            f"--context {asked:,} is longer than the model supports ({model_max:,} tokens)",
+            hint="give a shorter --context, or none for the model's own maximum",
+        )
+    return asked
 
 
 def this_gpu() -> str | None:
@@ -162,8 +180,9 @@ def _latest_failed(store: RunStore, step: str) -> str | None:
 
 
 def _plan(store: RunStore, options: CheckOptions) -> str:
-    from servelab.plan import PlanRequest, gpu, make_plan, parse_alongside, parse_tokens, resolve_model
+    from servelab.plan import PlanRequest, gpu, make_plan, parse_alongside, resolve_model
 
+    resolved = resolve_model(str(options.model_config))
     if options.gpu is None and options.engine_memory is not None:  # the embedded engine: its own memory
         kv_bytes, context = options.engine_memory
         request = PlanRequest(
@@ -176,14 +195,14 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
             gpu_name=card.key,
             gpu_bytes=card.memory_bytes,
             bandwidth_gbs=card.bandwidth_gbs,
-            context=parse_tokens(options.context),
+            context=plan_context(options, resolved.spec.max_position),
             concurrency=1,
             quant="bf16",
             kv_dtype="auto",
             alongside=parse_alongside(options.alongside),
         )
-    result = make_plan(resolve_model(str(options.model_config)), request)
-    args = {"model": options.model_config, "gpu": options.gpu, "context": options.context}
+    result = make_plan(resolved, request)
+    args = {"model": options.model_config, "gpu": options.gpu, "context": request.context}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
         run.result(result.stored())
     return run.run_id

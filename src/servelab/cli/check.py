@@ -48,7 +48,9 @@ def check(
     gpu: str | None = typer.Option(
         None, "--gpu", help="The GPU the plan step sizes for (default: this machine's; none: no plan step)."
     ),
-    context: str = typer.Option("32k", "--context", help="The plan step's context per session."),
+    context: str | None = typer.Option(
+        None, "--context", help="The plan step's context per session (default: 32k, or the model's maximum if shorter)."
+    ),
     alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
     suite: str = typer.Option("quick", "--suite", help="Eval suites: quick or full."),
     skip: list[str] = typer.Option([], "--skip", help=f"Skip a step: {', '.join(STEPS)}; repeat."),

@@ -70,20 +70,25 @@ def reason(record: RequestRecord) -> str | None:
     return _BY_CLASS.get(record.error, record.error.value)
 
 
+def classify(records: Sequence[RequestRecord]) -> tuple[dict[str, int], dict[str, str]]:
+    """Failed requests per reason (the most common first) and one server message per reason (the first seen), in
+    one pass."""
+    counts: Counter[str] = Counter()
+    said: dict[str, str] = {}
+    for r in records:
+        why = reason(r)
+        if why is not None:
+            counts[why] += 1
+            said.setdefault(why, server_message(r) or (r.error.value if r.error else ""))
+    return dict(counts.most_common()), said
+
+
 def failures(records: Sequence[RequestRecord]) -> dict[str, int]:
-    """Failed requests per reason, the most common first."""
-    counts = Counter(r for r in map(reason, records) if r is not None)
-    return dict(counts.most_common())
+    return classify(records)[0]
 
 
 def examples(records: Sequence[RequestRecord]) -> dict[str, str]:
-    """One server message per reason (the first seen)."""
-    out: dict[str, str] = {}
-    for r in records:
-        why = reason(r)
-        if why is not None and why not in out:
-            out[why] = server_message(r) or (r.error.value if r.error else "")
-    return out
+    return classify(records)[1]
 
 
 def failure_text(counts: dict[str, int], said: dict[str, str], n: int) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servelab.core.failures import examples, failures
+from servelab.core.failures import classify
 from servelab.core.records import RequestRecord
 from servelab.core.stats import percentiles
 
@@ -125,6 +125,7 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
     )
     window = active_window_ns(ok)
     tokens = sum(output_tokens(r) for r in ok)
+    failed, said = classify(records)
     return Summary(
         requests=len(records),
         ok=len(ok),
@@ -143,6 +144,6 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
         e2e_ms=percentiles(_present(e2e_ms(r) for r in ok)),
         requests_per_s=len(ok) / (window / NS_PER_S) if window else 0.0,
         input_tokens=sum(r.prompt_tokens or 0 for r in ok),
-        failures=failures(records),
-        failure_messages=examples(records),
+        failures=failed,
+        failure_messages=said,
     )
