@@ -98,7 +98,7 @@ class Summary:
     schedule_lag_ms: dict[str, float]
     samples: dict[str, int] = field(default_factory=dict)
     e2e_ms: dict[str, float] = field(default_factory=dict)  # sent -> last byte, per ok request
-    requests_per_s: float = 0.0  # ok requests over the active window
+    requests_per_s: float | None = None  # ok requests over the active window (None: a run stored before it)
     input_tokens: int = 0  # server usage: prompt tokens of the ok requests
     failures: dict[str, int] = field(default_factory=dict)  # why requests failed (core.failures), most common first
     failure_messages: dict[str, str] = field(default_factory=dict)  # the server's own words, one per reason

@@ -65,16 +65,16 @@ def compare_table(rows: list[Row], caption: str) -> Table:
 
 
 STEPS_NOTE = (
-    "per request: TTFT sent -> first token; ITL the gaps between token chunks; E2E sent -> last byte; req/s and "
+    "per request: TTFT sent -> first token; ITL the gaps between token chunks; TPOT the decode time per output "
+    "token; E2E sent -> last byte; req/s and "
     "tokens over the active window; a step with failed requests says so (its figures are the ok requests only)"
 )
 
 
 def _pair(p: dict[str, float], digits: int = 1, scale: float = 1.0) -> str:
     low, high = p.get("p50"), p.get("p99")
-    return (
-        f"{fmt(None if low is None else low * scale, digits)} / {fmt(None if high is None else high * scale, digits)}"
-    )
+    first, last = (fmt(None if v is None else v * scale, digits) for v in (low, high))
+    return f"{first}/{last}"
 
 
 def _against(first: Cell | None, second: Cell | None) -> str:
@@ -92,24 +92,17 @@ def _ratio(a: Interval | None, b: Interval | None) -> float | None:
 
 
 def steps_table(steps: list[Step]) -> Table:
-    """Every step's figures, the ok requests' p50 / p99, and how many failed and why."""
+    """Every step's figures, the ok requests' p50/p99, and how many failed and why."""
     several = len({s.target for s in steps}) > 1
     rows = []
     for step in steps:
         s = step.summary
         name = f"{step.target}\n{step.scenario}" if several else step.scenario
         ok = f"{s.ok}/{s.requests}" + ("\nFAILED" if s.failures else "")
-        rows.append([name, ok, _pair(s.ttft_ms), _pair(s.itl_ms), _pair(s.e2e_ms, 2, 1e-3), fmt(s.requests_per_s, 2),
-                     f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
-    headers = [
-        "step",
-        "ok/n",
-        "TTFT ms\np50 / p99",
-        "ITL ms\np50 / p99",
-        "E2E s\np50 / p99",
-        "req/s",
-        "tokens\nin / out",
-    ]
+        rows.append([name, ok, _pair(s.ttft_ms), _pair(s.itl_ms), _pair(s.tpot_ms), _pair(s.e2e_ms, 2, 1e-3),
+                     fmt(s.requests_per_s, 2), f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
+    headers = ["step", "ok/n", "TTFT ms\np50/p99", "ITL ms\np50/p99", "TPOT ms\np50/p99", "E2E s\np50/p99", "req/s",
+               "tokens\nin/out"]  # fmt: skip
     return Table("Every step", headers, rows, note=STEPS_NOTE)
 
 
