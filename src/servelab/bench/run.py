@@ -32,9 +32,16 @@ SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_t
 class BenchResult:
     run_id: str
     results: list[ScenarioResult] = field(default_factory=list)
-    metrics: dict[str, dict[str, Scalar]] = field(default_factory=dict)  # target -> derived figures
-    rows: list[Row] = field(default_factory=list)
     stored: BenchRun = field(default_factory=BenchRun)  # the typed result, as stored
+
+    @property
+    def metrics(self) -> dict[str, dict[str, Scalar]]:
+        """Target -> its derived /metrics figures (the stored result's)."""
+        return {t: m.derived for t, m in self.stored.metrics.items()}
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.stored.rows
 
     @property
     def records(self) -> list[RequestRecord]:
@@ -132,9 +139,9 @@ class BenchSession:
 
     def close(self, stopped: BaseException | None = None) -> BenchResult:
         """The metrics and the side-by-side rows of what was measured (an interrupted run's too), then the status."""
-        self.stored.metrics = _metrics(self.result, self.samples)
-        self.result.rows = side_by_side(self.measured)  # a step cut short counts what it measured
-        self.stored.rows, self.stored.warnings = self.result.rows, self.result.warnings
+        self.stored.metrics = _metrics(self.samples)
+        self.stored.rows = side_by_side(self.measured)  # a step cut short counts what it measured
+        self.stored.warnings = self.result.warnings
         self.recorder.result(self.stored)
         if stopped is None:
             self.recorder.finish(STATUS_COMPLETE)
@@ -303,11 +310,11 @@ def _warn_busy(res: ScenarioResult, target: Target, scenario: Scenario, load: Lo
         )
 
 
-def _metrics(result: BenchResult, samples: dict[str, list[Any]]) -> dict[str, EngineMetrics]:
+def _metrics(samples: dict[str, list[Any]]) -> dict[str, EngineMetrics]:
     t0 = min((s.at_ns for got in samples.values() for s in got), default=0)
-    out = {}
-    for target, got in samples.items():
-        result.metrics[target] = derive(got)
-        figures = {name: series(got, name, t0) for name in SERIES_FIGURES}
-        out[target] = EngineMetrics(derived=result.metrics[target], t0_ns=t0, series=figures)
-    return out
+    return {
+        target: EngineMetrics(
+            derived=derive(got), t0_ns=t0, series={name: series(got, name, t0) for name in SERIES_FIGURES}
+        )
+        for target, got in samples.items()
+    }
