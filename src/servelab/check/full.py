@@ -187,7 +187,7 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
         kv_bytes, context = options.engine_memory
         request = PlanRequest(
             gpu_name="the embedded CPU engine", gpu_bytes=_host_memory(), bandwidth_gbs=None, context=context,
-            concurrency=1, quant="bf16", kv_dtype="auto", engine="vllm-cpu", kv_pool_bytes=kv_bytes, block_size=128,
+            concurrency=1, quant=None, kv_dtype="auto", engine="vllm-cpu", kv_pool_bytes=kv_bytes, block_size=128,
         )  # fmt: skip
     else:
         card = gpu(str(options.gpu))
@@ -197,9 +197,10 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
             bandwidth_gbs=card.bandwidth_gbs,
             context=plan_context(options, resolved.spec.max_position),
             concurrency=1,
-            quant="bf16",
+            quant=None,
             kv_dtype="auto",
             alongside=parse_alongside(options.alongside),
+            cuda_total_bytes=card.cuda_total_bytes,
         )
     result = make_plan(resolved, request)
     args = {"model": options.model_config, "gpu": options.gpu, "context": request.context}

@@ -16,6 +16,7 @@ from servelab.plan import (
     Plan,
     PlanRequest,
     compare_with,
+    engine_request,
     gpu,
     make_plan,
     parse_alongside,
@@ -37,7 +38,9 @@ def plan(
     gpu_mem: str | None = typer.Option(None, "--gpu-mem", help="GPU memory instead of --gpu, like 96GiB."),
     context: str = typer.Option("32k", "--context", help="Tokens per session (max_model_len), like 64k."),
     concurrency: int = typer.Option(1, "--concurrency", min=1, help="Concurrent sessions at that context."),
-    quant: str = typer.Option("bf16", "--quant", help=f"Weights: {', '.join(QUANTS)}."),
+    quant: str | None = typer.Option(
+        None, "--quant", help=f"Weights, overriding the checkpoint's quantization_config: {', '.join(QUANTS)}."
+    ),
     kv_dtype: str = typer.Option("auto", "--kv-dtype", help="KV cache dtype: auto (16-bit), fp8, q8_0, q4_0."),
     alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
     headroom: str = typer.Option("0GiB", "--headroom", help="Memory to leave free besides the co-tenants."),
@@ -56,6 +59,14 @@ def plan(
         False, "--allow-long-context", help="Plan a --context beyond the model's maximum (vLLM needs an override)."
     ),
     batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel GPUs (the plan is per GPU)."),
+    eager: bool = typer.Option(False, "--enforce-eager", help="vLLM without CUDA graphs (no graph memory)."),
+    engine_args: str | None = typer.Option(
+        None,
+        "--engine-args",
+        help='Your real engine flags as one quoted string, like "--max-model-len 64k -tp 2 --kv-cache-dtype fp8": '
+        "everything that changes memory is read, and the printed command line is yours, completed.",
+    ),
     calibrate: str | None = typer.Option(
         None,
         "--calibrate",
@@ -74,7 +85,7 @@ def plan(
         bandwidth_gbs=card.bandwidth_gbs if card else None,
         context=parse_tokens(context),
         concurrency=concurrency,
-        quant=quant.lower(),
+        quant=quant.lower() if quant else None,
         kv_dtype=kv_dtype.lower(),
         engine=engine,
         alongside=parse_alongside(alongside),
@@ -85,10 +96,15 @@ def plan(
         max_num_batched_tokens=batched_tokens,
         block_size=block_size or (128 if engine == "vllm-cpu" else 16),
         allow_long_context=allow_long,
+        tp=tp,
+        enforce_eager=eager,
+        cuda_total_bytes=card.cuda_total_bytes if card else None,
     )
+    reported = read_reported(calibrate) if calibrate else None
+    request = engine_request(request, engine_args, reported)
     resolved = resolve_model(model)
     result = make_plan(resolved, request)
-    comparison = compare_with(resolved, request, result, read_reported(calibrate)) if calibrate else None
+    comparison = compare_with(resolved, request, result, reported) if reported else None
     if json_out:
         data = result.to_dict()
         if comparison:
@@ -97,14 +113,21 @@ def plan(
     else:
         show_plan(result)
         if comparison:
-            show_comparison(comparison)
+            show_comparison(comparison, result)
     if not result.fits:
         raise typer.Exit(3)
 
 
-def show_comparison(c: Comparison) -> None:
+def show_comparison(c: Comparison, p: Plan) -> None:
     r = c.reported
     table = Table("calibration", "predicted", "reported", title=f"beside {r.source}", title_justify="left")
+    parts = p.overhead_parts
+    for label, mine, theirs in (("weights", p.weights.bytes, r.weights_bytes),
+                                ("activation peak (profile run)", parts.get("activation"), r.torch_peak_bytes),
+                                ("non-torch memory", parts.get("non_torch"), r.non_torch_bytes),
+                                ("CUDA-graph estimate", parts.get("cudagraphs"), r.cudagraph_bytes)):  # fmt: skip
+        if theirs is not None and mine is not None:
+            table.add_row(label, _gib(mine), _gib(theirs))
     if r.available_bytes is not None:
         table.add_row("KV memory", _gib(c.predicted_pool_bytes), _gib(r.available_bytes))
     if r.num_blocks is not None:
@@ -141,7 +164,7 @@ def show_plan(p: Plan) -> None:
         out.print(f"  [red]-[/] {reason}")
     table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
     table.add_row("weights", f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
-    table.add_row("engine overhead (estimate)", _gib(p.overhead_bytes))
+    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}  [dim]{p.overhead_detail}[/]")
     table.add_row("KV / state pool", _gib(p.kv_pool_bytes))
     table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
     util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"

@@ -2,11 +2,13 @@
 
 from servelab.plan.budget import Plan, PlanRequest, compare_with, make_plan
 from servelab.plan.calibrate import Comparison, read_reported
-from servelab.plan.config import UnknownArchitecture, spec_from_config
+from servelab.plan.config import spec_from_config
+from servelab.plan.engine_args import EngineArgs, parse_engine_args
 from servelab.plan.gpus import GPUS, gpu, parse_alongside, parse_size, parse_tokens
 from servelab.plan.quant import GIB, QUANTS
+from servelab.plan.request import engine_request, with_engine_args
 from servelab.plan.resolve import preset_names, resolve_model
-from servelab.plan.spec import CacheLayer, ModelSpec
+from servelab.plan.spec import CacheLayer, ModelSpec, UnknownArchitecture
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
 
 __all__ = [
@@ -15,15 +17,18 @@ __all__ = [
     "QUANTS",
     "CacheLayer",
     "Comparison",
+    "EngineArgs",
     "ModelSpec",
     "Plan",
     "PlanRequest",
     "UnknownArchitecture",
     "VllmOptions",
     "compare_with",
+    "engine_request",
     "gpu",
     "make_plan",
     "parse_alongside",
+    "parse_engine_args",
     "parse_size",
     "parse_tokens",
     "preset_names",
@@ -31,4 +36,5 @@ __all__ = [
     "resolve_model",
     "spec_from_config",
     "vllm_layout",
+    "with_engine_args",
 ]

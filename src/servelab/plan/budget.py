@@ -9,19 +9,19 @@ from typing import Any
 from servelab.core.errors import UsageError
 from servelab.core.results import PlanFigures, PlanRun
 from servelab.plan.calibrate import Comparison, Reported
-from servelab.plan.engines import (
-    LLAMACPP_COMPUTE_BUFFER,
-    Capacity,
-    llamacpp_capacity,
-    sglang_capacity,
-    vllm_capacity,
-    vllm_overhead,
-)
-from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes
+from servelab.plan.ckpt_quant import QuantScheme
+from servelab.plan.command import command_line
+from servelab.plan.engine_args import EngineArgs
+from servelab.plan.engines import LLAMACPP_COMPUTE_BUFFER, Capacity, llamacpp_capacity, sglang_capacity, vllm_capacity
+from servelab.plan.overhead import EngineShape, Overhead, vllm_overhead
+from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
-from servelab.plan.vllm_rules import VllmOptions, vllm_layout
+from servelab.plan.spec import RECURRENT
+from servelab.plan.vllm_rules import MambaCacheMode, VllmOptions, vllm_layout
 
 UTIL_STEP = 0.01
+CUDA_VISIBLE_SHARE = 143159 / 143771  # what CUDA reports of nvidia-smi's total (H200: 139.80 of 140.40 GiB)
+MAMBA_PREFIX_ALL = {"jamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "mamba", "mamba2", "zamba2"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class PlanRequest:
     bandwidth_gbs: float | None
     context: int
     concurrency: int
-    quant: str
+    quant: str | None  # None: the checkpoint's own quantization_config, else 16-bit
     kv_dtype: str
     engine: str = "vllm"
     alongside: dict[str, int] = field(default_factory=dict)
@@ -42,6 +42,24 @@ class PlanRequest:
     block_size: int = 16  # vLLM's default on GPUs; its CPU build uses 128
     kv_pool_bytes: int | None = None  # a fixed KV memory (--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE)
     allow_long_context: bool = False  # plan a context beyond the model's own maximum anyway
+    tp: int = 1
+    max_num_seqs: int | None = None  # None: vLLM's default for the card (1024 from 70 GiB, else 256)
+    enforce_eager: bool = False
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    enable_prefix_caching: bool | None = None  # None: vLLM's default (off for hybrid models)
+    hybrid_kv_cache_manager: bool | None = None
+    cuda_total_bytes: int | None = None  # the total CUDA reports (vLLM's base), None: from gpu_bytes
+    engine_args: EngineArgs | None = None  # the user's own flags, completed on the printed command line
+
+    @property
+    def visible_bytes(self) -> int:
+        return self.cuda_total_bytes or int(self.gpu_bytes * CUDA_VISIBLE_SHARE)
+
+    @property
+    def seqs_limit(self) -> int:
+        """max_num_seqs of the engine planned: the flags', else the printed command's (the concurrency)."""
+        return self.max_num_seqs or self.concurrency
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,8 @@ class Plan:
     reasons: list[str]
     weights: WeightEstimate
     overhead_bytes: int
+    overhead_detail: str
+    overhead_parts: dict[str, int]  # activation (profile-run peak), non_torch, cudagraphs
     cotenant_bytes: int
     headroom_bytes: int
     gpu_bytes: int
@@ -89,15 +109,23 @@ class Plan:
         return PlanRun(plan=PlanFigures.model_validate(self.to_dict()))
 
 
+def scheme_of(resolved: Resolved, req: PlanRequest) -> QuantScheme:
+    """--quant when given, else what the checkpoint declares, else 16-bit."""
+    if req.quant:
+        return scheme_for(req.quant)
+    return resolved.spec.quantization or scheme_for("bf16")
+
+
 def weights_for(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
     if req.weights_bytes is not None:
         return WeightEstimate(req.weights_bytes, "given with --weights")
-    known = resolved.meta.get("checkpoints", {}).get(req.quant)
+    scheme = scheme_of(resolved, req)
+    known = resolved.meta.get("checkpoints", {}).get(scheme.name)
     if known:
-        return WeightEstimate(int(known["gib"] * GIB), f"checkpoint size: {known['source']}")
-    if resolved.weights_bytes is not None:
-        return WeightEstimate(resolved.weights_bytes, resolved.weights_source)
-    return estimate_weights(resolved.spec, req.quant)
+        return WeightEstimate(int(known["gib"] * GIB / req.tp), f"checkpoint size: {known['source']}")
+    if resolved.weights_bytes is not None and not req.quant:
+        return WeightEstimate(resolved.weights_bytes // req.tp, resolved.weights_source)
+    return estimate_weights(resolved.spec, scheme, tp=req.tp)
 
 
 def _expected_experts(experts: int, per_token: int, batch: int) -> float:
@@ -121,7 +149,7 @@ def decode_ceiling(resolved: Resolved, weights: WeightEstimate, req: PlanRequest
 def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
     spec, kvb = resolved.spec, kv_dtype_bytes(req.kv_dtype)
     if req.engine in ("vllm", "vllm-cpu"):
-        return vllm_capacity(spec, _vllm_opts(req), pool, req.engine)
+        return vllm_capacity(spec, _vllm_opts(req, resolved), pool, req.engine)
     if req.engine == "sglang":
         return sglang_capacity(spec, req.context, kvb, pool)
     if req.engine == "llamacpp":
@@ -137,12 +165,25 @@ def _util_ceil(value: float) -> float:
     return math.ceil(value / UTIL_STEP - 1e-9) * UTIL_STEP
 
 
-def _vllm_opts(req: PlanRequest) -> VllmOptions:
+def _mamba_cache_mode(resolved: Resolved, req: PlanRequest) -> MambaCacheMode:
+    """vLLM's MambaModelConfig: prefix caching on a hybrid keeps every block's state ('all') where
+    the model supports it, else two ('align'); off (the default for hybrids), one."""
+    if not req.enable_prefix_caching or not any(layer.kind in RECURRENT for layer in resolved.spec.layers):
+        return "none"
+    return "all" if resolved.spec.model_type in MAMBA_PREFIX_ALL else "align"
+
+
+def _vllm_opts(req: PlanRequest, resolved: Resolved | None = None) -> VllmOptions:
     return VllmOptions(
         max_model_len=req.context,
         kv_dtype_bytes=kv_dtype_bytes(req.kv_dtype),
         block_size=req.block_size,
         max_num_batched_tokens=req.max_num_batched_tokens,
+        tp=req.tp,
+        mamba_cache_dtype=req.mamba_cache_dtype,
+        mamba_ssm_cache_dtype=req.mamba_ssm_cache_dtype,
+        mamba_cache_mode=_mamba_cache_mode(resolved, req) if resolved else "none",
+        hybrid_kv_cache_manager=req.hybrid_kv_cache_manager,
     )
 
 
@@ -152,7 +193,7 @@ def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Rep
         req = replace(req, context=reported.max_model_len)
     if reported.block_size:
         req = replace(req, block_size=reported.block_size)
-    layout = vllm_layout(resolved.spec, _vllm_opts(req))
+    layout = vllm_layout(resolved.spec, _vllm_opts(req, resolved))
     same_pool: int | None = None
     if reported.available_bytes is not None:
         same_pool = layout.capacity_tokens(reported.available_bytes)
@@ -162,17 +203,33 @@ def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Rep
 
 
 def _fraction_base(req: PlanRequest, cotenants: int) -> int:
-    """What the memory setting is a fraction of: vLLM's gpu_memory_utilization of the GPU's total,
-    SGLang's mem_fraction_static of the memory free when it starts (after the co-tenants)."""
-    return req.gpu_bytes - cotenants if req.engine == "sglang" else req.gpu_bytes
+    """What the memory setting is a fraction of: vLLM's gpu_memory_utilization of the total CUDA reports
+    (a little under nvidia-smi's), SGLang's mem_fraction_static of the memory free when it starts."""
+    if req.engine == "sglang":
+        return req.gpu_bytes - cotenants
+    return req.visible_bytes if req.engine == "vllm" else req.gpu_bytes
 
 
-def _overhead(req: PlanRequest, weights: WeightEstimate) -> int:
-    """Memory besides weights and KV inside the engine's share: vLLM's estimate; SGLang keeps activations
-    outside mem_fraction_static; llama.cpp's compute buffers."""
-    if req.engine.startswith("vllm"):
-        return vllm_overhead(weights.bytes)
-    return 0 if req.engine == "sglang" else LLAMACPP_COMPUTE_BUFFER
+def engine_shape(resolved: Resolved, req: PlanRequest) -> EngineShape:
+    return EngineShape(
+        max_num_batched_tokens=req.max_num_batched_tokens,
+        max_num_seqs=req.seqs_limit,
+        enforce_eager=req.enforce_eager,
+        tp=req.tp,
+        quant=scheme_of(resolved, req).name,
+    )
+
+
+def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
+    """Memory besides weights and KV inside the engine's share: vLLM's profiler, modelled; SGLang keeps
+    activations outside mem_fraction_static; llama.cpp's compute buffers."""
+    if req.engine == "vllm":
+        return vllm_overhead(resolved.spec, engine_shape(resolved, req))
+    if req.engine == "vllm-cpu":
+        return Overhead(0, 0, 0, "a fixed KV space (VLLM_CPU_KVCACHE_SPACE)")
+    if req.engine == "sglang":
+        return Overhead(0, 0, 0, "SGLang keeps activations outside mem_fraction_static")
+    return Overhead(LLAMACPP_COMPUTE_BUFFER, 0, 0, "llama.cpp compute buffers (estimate)")
 
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
@@ -184,7 +241,8 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
             hint="plan a shorter --context, or --allow-long-context (vLLM then needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
         )
     weights = weights_for(resolved, req)
-    overhead = _overhead(req, weights)
+    engine_overhead = _overhead(resolved, req)
+    overhead = engine_overhead.total
     cotenants = sum(req.alongside.values())
     base = _fraction_base(req, cotenants)
     util_max = _util_floor((req.gpu_bytes - cotenants - req.headroom) / base)
@@ -208,6 +266,12 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         reasons=reasons,
         weights=weights,
         overhead_bytes=overhead,
+        overhead_detail=engine_overhead.detail,
+        overhead_parts={
+            "activation": engine_overhead.activation,
+            "non_torch": engine_overhead.non_torch,
+            "cudagraphs": engine_overhead.cudagraphs,
+        },
         cotenant_bytes=cotenants,
         headroom_bytes=req.headroom,
         gpu_bytes=req.gpu_bytes,
@@ -222,7 +286,7 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         active_params=spec.active_params,
         decode=decode_ceiling(resolved, weights, req),
         command=command_line(resolved, req, chosen),
-        notes=_notes(resolved, req),
+        notes=_notes(resolved, req, weights),
     )
 
 
@@ -240,7 +304,7 @@ def _judge(
     if weights.bytes + overhead > chosen * req.gpu_bytes:
         reasons.append(
             f"weights {weights.gib:.1f} GiB + engine overhead {overhead / GIB:.1f} GiB exceed "
-            f"{chosen:.2f} x {gib:.1f} GiB"
+            f"{chosen:.2f} x {gib:.1f} GiB{' per GPU' if req.tp > 1 else ''}"
         )
     if util_min is None:
         reasons.append(f"{req.concurrency} x {req.context:,} tokens need more than the whole GPU")
@@ -281,35 +345,19 @@ def _tenths(sessions: float) -> float:
     return math.floor(sessions * 10 + 1e-9) / 10
 
 
-def _notes(resolved: Resolved, req: PlanRequest) -> list[str]:
+def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> list[str]:
     notes = []
     spec = resolved.spec
-    if spec.config_quant and spec.config_quant != req.quant:
-        notes.append(f"config.json declares {spec.config_quant} weights; planned as {req.quant}")
+    declared = spec.quantization
+    if declared and req.quant and req.quant != declared.name:
+        notes.append(f"--quant {req.quant} overrides the checkpoint's own {declared.source}")
+    elif declared and not req.quant and weights.method.startswith("estimate"):
+        notes.append(f"weights read from {declared.source}")
     if spec.count("linear") or spec.count("mamba"):
         notes.append("recurrent layers hold a constant state per sequence; vLLM pads it to one attention page")
-    if req.engine.startswith("vllm"):
-        notes.append("engine overhead (activations, CUDA graphs, non-torch) is an estimate: check it with --calibrate")
+    if req.engine == "vllm":
+        notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
+    if req.engine_args and req.engine_args.given():
+        read = ", ".join(f"{k}={v}" for k, v in req.engine_args.given().items() if k != "model")
+        notes.append(f"from the engine's own flags: {read}")
     return notes
-
-
-def command_line(resolved: Resolved, req: PlanRequest, util: float) -> str:
-    model = resolved.serve_as
-    if req.engine.startswith("vllm"):
-        parts = [
-            f"vllm serve {model}",
-            f"--max-model-len {req.context}",
-            f"--max-num-seqs {req.concurrency}",
-            f"--gpu-memory-utilization {util:.2f}",
-        ]
-        if req.kv_dtype.startswith("fp8"):
-            parts.append(f"--kv-cache-dtype {req.kv_dtype}")
-        return " ".join(parts)
-    if req.engine == "sglang":
-        return (
-            f"python -m sglang.launch_server --model-path {model} --context-length {req.context} "
-            f"--max-running-requests {req.concurrency} --mem-fraction-static {util:.2f}"
-            + (" --kv-cache-dtype fp8_e4m3" if req.kv_dtype.startswith("fp8") else "")
-        )
-    kv = "" if req.kv_dtype in ("bf16", "fp16", "auto") else f" -ctk {req.kv_dtype} -ctv {req.kv_dtype} -fa on"
-    return f"llama-server -m MODEL.gguf -c {req.context * req.concurrency} -np {req.concurrency} -ngl 999{kv}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ import httpx
 from servelab.core.errors import UsageError
 from servelab.engines.control import METRICS, EngineAPI
 from servelab.engines.prometheus import info_labels, parse_exposition
+from servelab.plan.engine_args import EngineArgs, engine_args_from_log
 from servelab.plan.quant import GIB
 
 _SIZE = re.compile(r"(GPU|CPU|XPU)[^\n]*KV cache size: ([\d,]+) tokens")
@@ -18,6 +20,8 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request:
 _AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+_PEAK = re.compile(r"torch peak memory increase: ([\d.]+)GiB; non-torch forward increase memory: ([\d.]+)GiB")
+_GRAPHS = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,10 @@ class Reported:
     weights_bytes: int | None = None
     num_blocks: int | None = None
     block_size: int | None = None
+    torch_peak_bytes: int | None = None  # the profile run's activation peak (vLLM logs it at DEBUG)
+    non_torch_bytes: int | None = None
+    cudagraph_bytes: int | None = None  # the CUDA-graph estimate it deducted
+    engine_args: EngineArgs | None = None  # its "non-default args"
 
 
 def _num(text: str) -> int:
@@ -41,6 +49,7 @@ def parse_log(text: str, source: str = "log") -> Reported:
     size, conc = _SIZE.findall(text), _CONCURRENCY.findall(text)
     avail = _AVAILABLE.findall(text) or _EXPLICIT.findall(text)
     weights = _WEIGHTS.findall(text)
+    peak, graphs = _PEAK.findall(text), _GRAPHS.findall(text)
     if not size:
         raise UsageError(f"no 'KV cache size: N tokens' line in {source}: is it a vLLM start-up log?")
     return Reported(
@@ -50,6 +59,10 @@ def parse_log(text: str, source: str = "log") -> Reported:
         max_concurrency=float(conc[-1][1]) if conc else None,
         available_bytes=int(float(avail[-1]) * GIB) if avail else None,
         weights_bytes=int(float(weights[-1]) * GIB) if weights else None,
+        torch_peak_bytes=int(float(peak[-1][0]) * GIB) if peak else None,
+        non_torch_bytes=int(float(peak[-1][1]) * GIB) if peak else None,
+        cudagraph_bytes=int(float(graphs[-1]) * GIB) if graphs else (0 if peak else None),
+        engine_args=engine_args_from_log(text),
     )
 
 
@@ -80,8 +93,11 @@ def read_reported(where: str) -> Reported:
         return reported_from_metrics(text, api.root + METRICS)
     path = Path(where)
     try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", errors="replace") as handle:
+                return parse_log(handle.read(), str(path))
         return parse_log(path.read_text(errors="replace"), str(path))
-    except OSError as exc:
+    except (OSError, EOFError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
 
 

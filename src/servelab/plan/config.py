@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.core.errors import UsageError
-from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown
+from servelab.plan.ckpt_quant import scheme_from_config
+from servelab.plan.families import FAMILIES
+from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown, UnknownArchitecture
+from servelab.plan.state import RecurrentState
 
 Config = Mapping[str, Any]
 
@@ -39,10 +42,6 @@ STANDARD_TYPES = {
     "glm4_moe",
 }
 ATTENTION_KINDS = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
-
-
-class UnknownArchitecture(UsageError):
-    """servelab does not know this architecture's cache layout: no number beats a wrong number."""
 
 
 def text_config(config: Config) -> Config:
@@ -140,15 +139,17 @@ def _gdn_dims(cfg: Config) -> tuple[int, int, int, int]:
 def _gdn_layer(cfg: Config) -> CacheLayer:
     if _model_type(cfg) not in GDN_TYPES:
         raise UnknownArchitecture(f"linear-attention layers of {_model_type(cfg)!r} are not modelled yet")
-    key_dim, value_dim, nv, kernel = _gdn_dims(cfg)
-    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
-    ssm_dtype = str(cfg.get("mamba_ssm_dtype") or "")
-    return CacheLayer(
-        "linear",
-        conv_state=(kernel - 1) * (2 * key_dim + value_dim),
-        ssm_state=nv * dk * dv,
-        ssm_dtype_bytes=4 if ssm_dtype == "float32" else None,
+    _, _, nv, kernel = _gdn_dims(cfg)
+    state = RecurrentState(
+        "gdn",
+        kernel,
+        num_heads=nv,
+        head_dim=int(cfg["linear_value_head_dim"]),
+        num_k_heads=int(cfg["linear_num_key_heads"]),
+        head_k_dim=int(cfg["linear_key_head_dim"]),
+        ssm_default=str(cfg.get("mamba_ssm_dtype") or "auto"),  # Qwen3.5's config update
     )
+    return CacheLayer("linear", state=state)
 
 
 # -- parameters ----------------------------------------------------------------------------------
@@ -223,6 +224,7 @@ def param_breakdown(cfg: Config, kinds: list[str]) -> tuple[ParamBreakdown, MoES
         shared_total = shared_per_layer * moe_layers
         moe = MoESpec(experts, per_tok, expert, moe_layers, shared_per_layer)
     other = hidden * (2 * len(kinds) + 1)
+    routers = moe.num_experts * hidden * moe.moe_layers if moe else 0
     return ParamBreakdown(
         embedding=vocab * hidden,
         lm_head=0 if tied else vocab * hidden,
@@ -231,23 +233,38 @@ def param_breakdown(cfg: Config, kinds: list[str]) -> tuple[ParamBreakdown, MoES
         moe_routed=routed,
         moe_shared=shared_total,
         other=other,
+        routers=routers,
     ), moe
 
 
-def _config_quant(cfg: Config) -> str | None:
-    q = cfg.get("quantization_config")
-    if not isinstance(q, Mapping):
-        return None
-    method = str(q.get("quant_method", "")).lower()
-    if method in ("gptq", "awq") or q.get("bits") == 4:
-        return "int4"
-    if method in ("modelopt", "modelopt_fp4") or "fp4" in str(q.get("quant_algo", "")).lower():
-        return "nvfp4"
-    if method == "mxfp4":
-        return "mxfp4"
-    if "fp8" in method or q.get("fmt") in ("e4m3", "float8_e4m3fn"):
-        return "fp8"
-    return method or None
+NOPE_FAMILIES = {"jamba", "nemotron_h"}  # attention without rotary embeddings
+
+
+def rope_cache_elements(cfg: Config) -> int:
+    """Elements of vLLM's rotary cos/sin cache (``get_rope`` caches one per RoPE setting): the positions
+    it precomputes x the rotary dimension. YaRN precomputes original x factor positions; linear and
+    dynamic scaling max x factor; the rest the config's max_position_embeddings."""
+    mtype = _model_type(cfg)
+    if mtype in NOPE_FAMILIES or cfg.get("position_embedding_type") == "nope" or cfg.get("mla_use_nope"):
+        return 0
+    positions = int(cfg.get("max_position_embeddings") or 0)
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, Mapping) else "default"
+    factor = float(rope.get("factor") or 1.0) if isinstance(rope, Mapping) else 1.0
+    if kind in ("yarn", "deepseek_yarn") and rope.get("original_max_position_embeddings"):
+        positions = int(int(rope["original_max_position_embeddings"]) * factor)
+    elif kind in ("linear", "dynamic"):
+        positions = int(positions * factor)
+    if mtype in MLA_TYPES or cfg.get("qk_rope_head_dim"):
+        rotary = int(cfg.get("qk_rope_head_dim") or 0)
+    else:
+        heads = int(cfg.get("num_attention_heads") or 1)
+        head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
+        partial = cfg.get("partial_rotary_factor") or (
+            rope.get("partial_rotary_factor") if isinstance(rope, Mapping) else None
+        )
+        rotary = int(head_dim * float(partial or 1.0))
+    return positions * rotary
 
 
 def max_context(cfg: Mapping[str, Any]) -> int:
@@ -268,16 +285,22 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
     """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model."""
     cfg = text_config(config)
     mtype = _model_type(cfg)
-    if mtype not in STANDARD_TYPES | MLA_TYPES | GDN_TYPES:
+    known = STANDARD_TYPES | MLA_TYPES | GDN_TYPES | set(FAMILIES)
+    if mtype not in known:
         raise UnknownArchitecture(
             f"architecture {mtype or '(no model_type)'!r} is not one servelab can model yet",
-            hint=f"known: {', '.join(sorted(STANDARD_TYPES | MLA_TYPES | GDN_TYPES))}",
+            hint=f"known: {', '.join(sorted(known))}",
         )
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         if key not in cfg:
             raise UsageError(f"config.json has no {key!r}: is it a language model's config?")
-    kinds = layer_kinds(cfg)
-    params, moe = param_breakdown(cfg, kinds)
+    try:
+        layers, params, moe = _layout(cfg, mtype)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"config.json of a {mtype!r} model is missing or has a bad value: {exc}") from None
+    quantization = scheme_from_config(config, int(cfg["num_hidden_layers"])) or scheme_from_config(
+        cfg, int(cfg["num_hidden_layers"])
+    )
     archs = config.get("architectures") or [mtype]
     return ModelSpec(
         name=name or str(cfg.get("_name_or_path") or archs[0]),
@@ -286,9 +309,23 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
         hidden_size=int(cfg["hidden_size"]),
         vocab_size=int(cfg["vocab_size"]),
         max_position=max_context(cfg),
-        layers=tuple(_cache_layer(cfg, kind, i) for i, kind in enumerate(kinds)),
+        layers=layers,
         params=params,
         moe=moe,
-        config_quant=_config_quant(config) or _config_quant(cfg),
+        config_quant=quantization.name if quantization else None,
+        quantization=quantization,
+        rope_cache_elements=rope_cache_elements(cfg),
+        intermediate_size=int(cfg.get("intermediate_size") or 0),
+        mamba_chunk_size=int(cfg.get("mamba_chunk_size") or cfg.get("chunk_size") or 0),
         source=source,
     )
+
+
+def _layout(cfg: Config, mtype: str) -> tuple[tuple[CacheLayer, ...], ParamBreakdown, MoESpec | None]:
+    """The cache layers, parameters and MoE layout: a family's own walk, or the standard one."""
+    if mtype in FAMILIES:
+        family = FAMILIES[mtype](cfg)
+        return family.layers, family.params, family.moe
+    kinds = layer_kinds(cfg)
+    params, moe = param_breakdown(cfg, kinds)
+    return tuple(_cache_layer(cfg, kind, i) for i, kind in enumerate(kinds)), params, moe

@@ -17,6 +17,7 @@ class GPU:
     memory_bytes: int  # total as nvidia-smi reports it
     bandwidth_gbs: float  # peak, vendor figure
     note: str = ""
+    cuda_total_bytes: int | None = None  # what CUDA reports as total (vLLM's base), where measured
 
     @property
     def memory_gib(self) -> float:
@@ -45,7 +46,14 @@ GPUS: dict[str, GPU] = {
         GPU("l40s", "L40S (48 GB GDDR6)", _mib(46068), 864.0),
         GPU("h100-80gb", "H100 SXM 80 GB (HBM3)", _mib(81559), 3350.0),
         GPU("h100-pcie", "H100 PCIe 80 GB (HBM2e)", _mib(81559), 2000.0),
-        GPU("h200", "H200 141 GB (HBM3e)", _mib(143771), 4800.0, "143,771 MiB as read on the lent H200"),
+        GPU(
+            "h200",
+            "H200 141 GB (HBM3e)",
+            _mib(143771),
+            4800.0,
+            "143,771 MiB as read on the lent H200; CUDA reports 139.80 GiB of it (vLLM's 0.92 = 128.62 GiB)",
+            _mib(143159),
+        ),
         GPU("b200", "B200 180 GB (HBM3e)", _mib(183359), 8000.0),
         GPU(
             "gb10",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.core.errors import UsageError
+from servelab.plan.ckpt_quant import QUANTIZABLE, QuantScheme
 from servelab.plan.spec import ModelSpec
 
 GIB = 2**30
@@ -73,13 +74,51 @@ class WeightEstimate:
         return self.bytes / GIB
 
 
-def estimate_weights(spec: ModelSpec, quant_name: str) -> WeightEstimate:
-    """Linear layers (attention, MLP, experts) in the quantization; embeddings, lm_head, norms and
-    routers kept in 16 bits, as quantized checkpoints usually ship them."""
-    q = quant(quant_name)
+def scheme_for(name: str) -> QuantScheme:
+    """A ``--quant`` name as a scheme: every linear role in that format (bf16/fp16: none)."""
+    q = quant(name)
+    roles = () if q.bytes_per_weight >= 2.0 else QUANTIZABLE
+    return QuantScheme(q.name, q.bytes_per_weight, roles, {}, f"--quant {q.name}: {q.note}")
+
+
+VOCAB_PADDING = 64  # vLLM pads embedding and lm_head rows to a multiple of 64 per GPU
+
+
+def _padded_vocab(vocab: int, tp: int) -> int:
+    step = VOCAB_PADDING * tp
+    return -(-vocab // step) * step
+
+
+def role_params(spec: ModelSpec) -> dict[str, int]:
     p = spec.params
-    routers = spec.moe.num_experts * spec.hidden_size * spec.moe.moe_layers if spec.moe else 0
-    linear = p.attention + p.mlp_dense + p.moe_routed + p.moe_shared - routers
-    kept = p.embedding + p.lm_head + p.other + routers
-    total = linear * q.bytes_per_weight + kept * 2.0
-    return WeightEstimate(int(total), f"estimate: {q.note}; embeddings, lm_head, norms, routers in 16 bits")
+    return {
+        "attention": p.attention,
+        "mlp_dense": p.mlp_dense,
+        "moe_routed": p.moe_routed,
+        "moe_shared": p.moe_shared - p.routers,
+        "recurrent": p.recurrent,
+    }
+
+
+def estimate_weights(
+    spec: ModelSpec, scheme: QuantScheme | str, *, tp: int = 1, model_bytes: int = 2
+) -> WeightEstimate:
+    """Weight memory on one of ``tp`` GPUs as vLLM loads it: each role in the scheme's format where the
+    scheme quantizes it, the rest (embeddings, lm_head, norms, routers, ignored modules) 16-bit; the
+    vocabulary padded to vLLM's multiple; the rotary cos/sin cache it keeps beside the weights."""
+    if isinstance(scheme, str):
+        scheme = scheme_for(scheme)
+    total = 0.0
+    for role, count in role_params(spec).items():
+        share = scheme.share_quantized(role)
+        total += count * (share * scheme.bytes_per_weight + (1 - share) * model_bytes)
+    p = spec.params
+    vocab_rows = (_padded_vocab(spec.vocab_size, tp) - spec.vocab_size) * spec.hidden_size
+    embed = p.embedding + vocab_rows + (p.lm_head + vocab_rows if p.lm_head else 0)
+    total += (embed + p.other + p.routers) * model_bytes
+    total = total / tp + spec.rope_cache_elements * model_bytes
+    kept = ", ".join(f"{role} {share:.0%}" for role, share in scheme.kept.items() if share) or "none"
+    method = f"estimate: {scheme.source or scheme.name}; 16-bit: embeddings, lm_head, norms, routers"
+    if scheme.kept:
+        method += f"; kept 16-bit by the checkpoint: {kept}"
+    return WeightEstimate(int(total), method)

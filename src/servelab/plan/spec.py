@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-LayerKind = Literal["full", "sliding", "mla", "linear", "mamba"]
+from servelab.core.errors import UsageError
+from servelab.plan.ckpt_quant import QuantScheme
+from servelab.plan.state import RecurrentState
+
+LayerKind = Literal["full", "sliding", "chunked", "mla", "linear", "mamba"]
+RECURRENT: tuple[LayerKind, ...] = ("linear", "mamba")
+
+
+class UnknownArchitecture(UsageError):
+    """servelab does not know this architecture's cache layout: no number beats a wrong number."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,25 +25,28 @@ class CacheLayer:
     num_kv_heads: int = 0
     head_dim: int = 0
     head_dim_v: int = 0
-    window: int | None = None  # sliding layers
+    window: int | None = None  # sliding layers: the window; chunked local attention: the chunk
     latent_dim: int = 0  # MLA: kv_lora_rank + qk_rope_head_dim, one "head"
-    # recurrent layers: elements of state per sequence, by tensor
-    conv_state: int = 0
-    ssm_state: int = 0
-    ssm_dtype_bytes: int | None = None  # None: the model dtype
+    state: RecurrentState | None = None  # recurrent layers (mamba, linear attention)
 
-    def kv_bytes_per_token(self, dtype_bytes: float) -> float:
-        """Bytes one token adds to this layer's cache (0 for recurrent layers)."""
-        if self.kind in ("full", "sliding"):
-            return self.num_kv_heads * (self.head_dim + self.head_dim_v) * dtype_bytes
+    def kv_heads(self, tp: int = 1) -> int:
+        """KV heads on one of ``tp`` GPUs: split, or replicated once there are fewer heads than GPUs."""
+        return max(1, self.num_kv_heads // tp)
+
+    def kv_bytes_per_token(self, dtype_bytes: float, tp: int = 1) -> float:
+        """Bytes one token adds to this layer's cache on one GPU (0 for recurrent layers)."""
+        if self.kind in ("full", "sliding", "chunked"):
+            return self.kv_heads(tp) * (self.head_dim + self.head_dim_v) * dtype_bytes
         if self.kind == "mla":
             return self.latent_dim * dtype_bytes
         return 0.0
 
-    def state_bytes(self, model_dtype_bytes: int) -> int:
-        """Constant per-sequence state of a recurrent layer."""
-        ssm = self.ssm_dtype_bytes or model_dtype_bytes
-        return self.conv_state * model_dtype_bytes + self.ssm_state * ssm
+    def state_bytes(self, model_dtype_bytes: int = 2, *, conv_dtype: str = "auto", ssm_dtype: str = "auto",
+                    tp: int = 1) -> int:  # fmt: skip
+        """Constant per-sequence state of a recurrent layer on one GPU (0 for attention)."""
+        if self.state is None:
+            return 0
+        return self.state.nbytes(model_dtype_bytes, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype, tp=tp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,8 @@ class ParamBreakdown:
     moe_routed: int
     moe_shared: int  # shared experts and routers
     other: int  # norms and small vectors
+    recurrent: int = 0  # projections of mamba / linear-attention mixers (quantized like attention)
+    routers: int = 0  # the MoE routers' share of moe_shared (kept 16-bit by quantized checkpoints)
 
     @property
     def total(self) -> int:
@@ -74,6 +88,7 @@ class ParamBreakdown:
             + self.moe_routed
             + self.moe_shared
             + self.other
+            + self.recurrent
         )
 
 
@@ -89,6 +104,10 @@ class ModelSpec:
     params: ParamBreakdown
     moe: MoESpec | None = None
     config_quant: str | None = None  # from quantization_config, when the checkpoint says
+    mamba_chunk_size: int = 0  # the Mamba-2 chunk (vLLM aligns blocks to it with Mamba prefix caching)
+    quantization: QuantScheme | None = None  # the checkpoint's own, from quantization_config
+    rope_cache_elements: int = 0  # vLLM's cos/sin cache: positions x rotary dim, in the model dtype
+    intermediate_size: int = 0  # the dense MLP's (activation model)
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -113,12 +132,12 @@ class ModelSpec:
         total = 0.0
         for layer in self.layers:
             per_token = layer.kv_bytes_per_token(dtype_bytes)
-            if layer.kind == "sliding" and layer.window:
+            if layer.kind in ("sliding", "chunked") and layer.window:
                 if context is None:
                     continue
                 per_token *= min(1.0, layer.window / context)
             total += per_token
         return total
 
-    def state_bytes_per_sequence(self, model_dtype_bytes: int = 2) -> int:
-        return sum(layer.state_bytes(model_dtype_bytes) for layer in self.layers if layer.kind in ("linear", "mamba"))
+    def state_bytes_per_sequence(self, model_dtype_bytes: int = 2, *, ssm_dtype: str = "auto", tp: int = 1) -> int:
+        return sum(layer.state_bytes(model_dtype_bytes, ssm_dtype=ssm_dtype, tp=tp) for layer in self.layers)

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
-from servelab.plan.spec import CacheLayer, ModelSpec
+from servelab.plan.spec import RECURRENT, CacheLayer, ModelSpec
 
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+MambaCacheMode = Literal["none", "align", "all"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,16 @@ class VllmOptions:
     block_size: int = 16
     max_num_batched_tokens: int = 8192
     attention_block_alignment: int = 16  # kernel block-size granularity (FlashAttention: 16)
+    tp: int = 1
+    mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype (the conv state)
+    mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype (the temporal state)
+    mamba_cache_mode: MambaCacheMode = "none"  # "align"/"all" with --enable-prefix-caching on a hybrid
+    hybrid_kv_cache_manager: bool | None = None  # None: vLLM's default (on)
+
+    def state_bytes(self, layer: CacheLayer) -> int:
+        return layer.state_bytes(
+            self.model_dtype_bytes, conv_dtype=self.mamba_cache_dtype, ssm_dtype=self.mamba_ssm_cache_dtype, tp=self.tp
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,26 +79,46 @@ class VllmLayout:
 
 
 def _attention_page(layer: CacheLayer, opts: VllmOptions, block: int) -> int:
-    return int(block * layer.kv_bytes_per_token(opts.kv_dtype_bytes))
+    return int(block * layer.kv_bytes_per_token(opts.kv_dtype_bytes, opts.tp))
 
 
 def _attention_block_size(spec: ModelSpec, opts: VllmOptions) -> int:
-    """The block size after hybrid alignment: an attention page must hold a recurrent state page."""
-    states = [layer.state_bytes(opts.model_dtype_bytes) for layer in spec.layers if layer.kind in ("linear", "mamba")]
-    attn = [layer for layer in spec.layers if layer.kind in ("full", "sliding", "mla")]
-    if not states or not attn:
+    """The block size after hybrid alignment (vLLM's ``update_block_size_for_backend``): an attention
+    page must hold a recurrent state page; with Mamba prefix caching ('all') also a whole number of
+    the Mamba chunk."""
+    states = [opts.state_bytes(layer) for layer in spec.layers if layer.kind in RECURRENT]
+    attn = [layer for layer in spec.layers if layer.kind not in RECURRENT]
+    if not states or not attn or not max(states):
         return opts.block_size
-    per_token = max(layer.kv_bytes_per_token(opts.kv_dtype_bytes) for layer in attn)
-    step = opts.attention_block_alignment
-    return max(opts.block_size, step * math.ceil(max(states) / (per_token * step)))
+    per_token = max(layer.kv_bytes_per_token(opts.kv_dtype_bytes, opts.tp) for layer in attn)
+    step = max(opts.attention_block_alignment, opts.block_size)
+    if opts.mamba_cache_mode == "all":
+        chunk = math.lcm(spec.mamba_chunk_size or 2048, step)
+        needed = chunk * cdiv(cdiv(max(states), int(per_token)), chunk)
+    else:
+        needed = step * math.ceil(max(states) / (per_token * step))
+    return max(opts.block_size, needed)
 
 
-def _blocks_per_request(layer: CacheLayer, opts: VllmOptions, block: int) -> int:
-    if layer.kind in ("linear", "mamba"):
-        return 1
-    if layer.kind == "sliding" and layer.window:
+def hybrid_manager_on(opts: VllmOptions) -> bool:
+    """vLLM 0.25 keeps its hybrid KV-cache manager on by default, chunked local attention included
+    (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1); with
+    --disable-hybrid-kv-cache-manager (or that variable at 0) every attention layer is a full one."""
+    return opts.hybrid_kv_cache_manager is not False
+
+
+def _kind(layer: CacheLayer, hybrid: bool) -> str:
+    return layer.kind if hybrid or layer.kind not in ("sliding", "chunked") else "full"
+
+
+def _blocks_per_request(layer: CacheLayer, kind: str, opts: VllmOptions, block: int) -> int:
+    if kind in RECURRENT:
+        return {"none": 1, "align": 2, "all": cdiv(opts.max_model_len, block)}[opts.mamba_cache_mode]
+    if kind == "sliding" and layer.window:
         tokens = min(layer.window - 1 + opts.max_num_batched_tokens, opts.max_model_len)
         return cdiv(tokens, block) + 1
+    if kind == "chunked" and layer.window:
+        return cdiv(min(layer.window + opts.max_num_batched_tokens, opts.max_model_len), block)
     return cdiv(opts.max_model_len, block)
 
 
@@ -95,15 +129,14 @@ def _group_size(counts: list[int]) -> int:
 
 def vllm_layout(spec: ModelSpec, opts: VllmOptions) -> VllmLayout:
     block = _attention_block_size(spec, opts)
+    hybrid = hybrid_manager_on(opts)
     pages: dict[tuple[str, int | None], tuple[int, int, int]] = {}  # key -> (count, page, blocks/request)
     for layer in spec.layers:
-        key = (layer.kind, layer.window)
-        if layer.kind in ("linear", "mamba"):
-            page = layer.state_bytes(opts.model_dtype_bytes)
-        else:
-            page = _attention_page(layer, opts, block)
+        kind = _kind(layer, hybrid)
+        key = (kind, layer.window if kind != "full" else None)
+        page = opts.state_bytes(layer) if kind in RECURRENT else _attention_page(layer, opts, block)
         count, _, _ = pages.get(key, (0, 0, 0))
-        pages[key] = (count + 1, page, _blocks_per_request(layer, opts, block))
+        pages[key] = (count + 1, page, _blocks_per_request(layer, kind, opts, block))
     unified = max(page for _, page, _ in pages.values())  # state pages padded; attention pages equal here
     size = _group_size([count for count, _, _ in pages.values()])
     groups = []

@@ -108,8 +108,10 @@ def test_hybrid_mamba_alignment_grows_the_attention_block() -> None:
 
 
 def test_unknown_architecture_fails_closed() -> None:
-    with pytest.raises(UnknownArchitecture, match="jamba"):
-        spec_from_config({"model_type": "jamba", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10})
+    with pytest.raises(UnknownArchitecture, match="rwkv7"):
+        spec_from_config({"model_type": "rwkv7", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10})
+    with pytest.raises(UnknownArchitecture, match="mamba2"):  # attention-free Mamba: not modelled, named
+        spec_from_config({"model_type": "mamba2", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10})
     chunked = json.loads(
         json.dumps(
             {

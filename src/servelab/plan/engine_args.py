@@ -1,0 +1,222 @@
+"""The user's real engine flags (``--engine-args "..."``, or a start-up log's "non-default args").
+
+Every flag that changes memory is read; the rest are kept verbatim, so the command line a plan
+prints is the user's own, completed with what the plan decided. vLLM, SGLang and llama.cpp each
+have their own spellings of the same settings.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from servelab.core.errors import UsageError
+
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_int(value: str) -> int:
+    """vLLM's human-readable integers: 32k = 32,000, 32K = 32,768, 20G = 20 GiB; plain digits as they are."""
+    text = str(value).strip()
+    match = _HUMAN.fullmatch(text)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:
+            raise UsageError(f"{text!r}: decimals are not allowed with the binary suffix {suffix}")
+        return int(number) * _BINARY[suffix]
+    try:
+        return int(float(text)) if "." in text or "e" in text.lower() else int(text)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a number") from None
+
+
+def _bool(value: str) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineArgs:
+    """What an engine's own flags say about memory; None: not given (the engine's default)."""
+
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    enforce_eager: bool | None = None
+    mamba_ssm_cache_dtype: str | None = None
+    mamba_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    quantization: str | None = None
+    enable_prefix_caching: bool | None = None
+    disable_hybrid_kv_cache_manager: bool | None = None
+    model: str | None = None
+    tokens: tuple[str, ...] = field(default=(), compare=False)  # the flags as given, for the command line
+    flags_given: tuple[str, ...] = field(default=(), compare=False)  # spellings of the settings they set
+
+    def given(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("tokens", "flags_given")
+                and getattr(self, f.name) is not None}  # fmt: skip
+
+    def completed(self, additions: list[tuple[str, str | None]]) -> list[str]:
+        """The user's flags, then each addition whose setting they did not give (value None: a switch)."""
+        out = list(self.tokens)
+        for flag, value in additions:
+            if flag in self.flags_given:
+                continue
+            out += [flag] if value is None else [flag, value]
+        return out
+
+
+Setting = tuple[str, Callable[[str], Any]]
+_SWITCH = "__switch__"
+
+VLLM_FLAGS: dict[str, Setting] = {
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+    "--max-model-len": ("max_model_len", human_int),
+    "--max-num-seqs": ("max_num_seqs", int),
+    "--max-num-batched-tokens": ("max_num_batched_tokens", human_int),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    "--block-size": ("block_size", int),
+    "--mamba-ssm-cache-dtype": ("mamba_ssm_cache_dtype", str),
+    "--mamba-cache-dtype": ("mamba_cache_dtype", str),
+    "--tensor-parallel-size": ("tensor_parallel_size", int),
+    "-tp": ("tensor_parallel_size", int),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", human_int),
+    "--kv-cache-memory": ("kv_cache_memory_bytes", human_int),
+    "--quantization": ("quantization", str),
+    "-q": ("quantization", str),
+}
+VLLM_SWITCHES: dict[str, tuple[str, bool]] = {
+    "--enforce-eager": ("enforce_eager", True),
+    "--no-enforce-eager": ("enforce_eager", False),
+    "--enable-prefix-caching": ("enable_prefix_caching", True),
+    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
+    "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
+    "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+}
+SGLANG_FLAGS: dict[str, Setting] = {
+    "--mem-fraction-static": ("gpu_memory_utilization", float),
+    "--context-length": ("max_model_len", int),
+    "--max-running-requests": ("max_num_seqs", int),
+    "--chunked-prefill-size": ("max_num_batched_tokens", int),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    "--page-size": ("block_size", int),
+    "--tp-size": ("tensor_parallel_size", int),
+    "--tp": ("tensor_parallel_size", int),
+    "--quantization": ("quantization", str),
+}
+SGLANG_SWITCHES: dict[str, tuple[str, bool]] = {"--disable-cuda-graph": ("enforce_eager", True)}
+LLAMACPP_FLAGS: dict[str, Setting] = {
+    "-c": ("max_model_len", int),
+    "--ctx-size": ("max_model_len", int),
+    "-np": ("max_num_seqs", int),
+    "--parallel": ("max_num_seqs", int),
+    "-b": ("max_num_batched_tokens", int),
+    "--batch-size": ("max_num_batched_tokens", int),
+    "-ctk": ("kv_cache_dtype", str),
+    "--cache-type-k": ("kv_cache_dtype", str),
+}
+LLAMACPP_SWITCHES: dict[str, tuple[str, bool]] = {}
+ENGINES = {
+    "vllm": (VLLM_FLAGS, VLLM_SWITCHES),
+    "vllm-cpu": (VLLM_FLAGS, VLLM_SWITCHES),
+    "sglang": (SGLANG_FLAGS, SGLANG_SWITCHES),
+    "llamacpp": (LLAMACPP_FLAGS, LLAMACPP_SWITCHES),
+}
+_DEST_FLAGS = {dest: flag for flag, (dest, _) in VLLM_FLAGS.items() if flag.startswith("--")}
+
+
+def _take(values: dict[str, Any], dest: str, cast: Callable[[str], Any], raw: str, flag: str) -> None:
+    try:
+        values[dest] = cast(raw)
+    except (UsageError, ValueError) as exc:
+        raise UsageError(f"--engine-args: {flag} {raw!r}: {exc}") from None
+
+
+def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
+    """Read a quoted flag string (``"vllm serve M --max-model-len 32k -tp 2 ..."`` or just the flags)."""
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"--engine-args cannot be split into flags: {exc}") from None
+    flags, switches = ENGINES.get(engine, ENGINES["vllm"])
+    if tokens[:2] == ["vllm", "serve"]:
+        tokens = tokens[2:]
+    values: dict[str, Any] = {}
+    given: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        flag, eq, inline = token.partition("=") if token.startswith("-") else (token, "", "")
+        if not token.startswith("-"):
+            if not kept:  # the first positional is the model
+                values["model"] = token
+            kept.append(token)
+            i += 1
+            continue
+        if flag in switches and not eq:
+            dest, on = switches[flag]
+            values[dest] = on
+            given += [f for f, (d, _) in switches.items() if d == dest]
+            kept.append(token)
+            i += 1
+            continue
+        if flag in flags:
+            dest, cast = flags[flag]
+            raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
+            if not raw:
+                raise UsageError(f"--engine-args: {flag} needs a value")
+            _take(values, dest, cast, raw, flag)
+            given += [f for f, (d, _) in flags.items() if d == dest]
+            kept += [token] if eq else [token, raw]
+            i += 1 if eq else 2
+            continue
+        kept.append(token)  # a flag servelab does not read: kept for the command line
+        i += 1
+    return EngineArgs(**values, tokens=tuple(kept), flags_given=tuple(given))
+
+
+_LOG_ARGS = re.compile(r"non-default args: (\{.*\})")
+
+
+def engine_args_from_log(text: str) -> EngineArgs | None:
+    """vLLM's start-up line ``non-default args: {...}`` (argparse names) as EngineArgs."""
+    found = _LOG_ARGS.findall(text)
+    if not found:
+        return None
+    try:
+        data = ast.literal_eval(found[-1])
+    except (ValueError, SyntaxError):
+        return None
+    return engine_args_from_mapping(data) if isinstance(data, Mapping) else None
+
+
+def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
+    known = {f.name for f in fields(EngineArgs)} - {"tokens", "flags_given"}
+    values = {k: v for k, v in data.items() if k in known and v is not None}
+    if "model" not in values and isinstance(data.get("model_tag"), str):
+        values["model"] = data["model_tag"]
+    args = EngineArgs(**values)
+    tokens: list[str] = [args.model] if args.model else []
+    for dest, value in args.given().items():
+        flag = _DEST_FLAGS.get(dest)
+        if flag:
+            tokens += [flag, str(value)]
+        elif isinstance(value, bool):
+            switch = next((f for f, (d, on) in VLLM_SWITCHES.items() if d == dest and on == value), None)
+            tokens += [switch] if switch else []
+    given = tuple(f for f, (d, _) in VLLM_FLAGS.items() if d in values)
+    given += tuple(f for f, (d, _) in VLLM_SWITCHES.items() if d in values)
+    return replace(args, tokens=tuple(tokens), flags_given=given)

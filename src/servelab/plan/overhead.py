@@ -1,0 +1,144 @@
+"""vLLM's memory besides weights and KV, modelled after its own profiler (vLLM 0.25, CUDA).
+
+``gpu_worker.determine_available_memory`` gives the KV cache
+``util x total - weights - torch peak increase - non-torch increase - CUDA-graph estimate``:
+
+- **torch peak increase**: the profile run, one forward of ``max_num_batched_tokens`` tokens split
+  over ``min(max_num_seqs, tokens)`` dummy requests, then the sampler on one row per request. The
+  peak is the larger of the sampler (fp32 logits and its sort/top-p copies: ``SAMPLER_COPIES x
+  rows x vocab x 4``) and the largest layer's transient buffers (the gated MLP's gate/up and
+  activation outputs; the Triton fused-MoE workspaces ``M x topk x (max(I, H) + max(2I, H))`` plus
+  its output and a shared expert on its side stream), plus the hidden state and residual carried
+  through (``2 x tokens x hidden``), plus what the recurrent prefill kernels keep, per family.
+- **non-torch**: CUDA context growth, NCCL and cuBLAS workspaces: a constant on one GPU.
+- **CUDA graphs**: with graphs on, vLLM captures a few graphs to estimate their pool and deducts it.
+  On the H200 it deducted none for the dense models measured (no "Profiling CUDA graph memory" line)
+  and did for the MoE ones; the estimate is ``first capture + per graph x graphs`` per mode.
+
+Constants are fitted on H200 starts of vLLM 0.25.1 with dummy weights (docs/plan-calibration.md,
+``benchmarks/gpu/fit_overhead.py``); the runs kept out of the fit are the check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.plan.spec import RECURRENT, ModelSpec
+
+GIB = 2**30
+MIB = 2**20
+
+NON_TORCH = int(0.22 * GIB)  # every H200 start logged 0.22-0.23 GiB
+SAMPLER_COPIES = 1.58  # the sampler's peak in fp32 logits (SmolLM2, Llama-3.1-8B at 2K tokens)
+MOE_FIXED = int(0.37 * GIB)  # MoE routing buffers besides the workspaces (Mixtral at 8K tokens)
+# Recurrent prefill kernels: bytes per batched token per element of one layer's temporal state
+RECURRENT_PER_TOKEN_STATE = {"mamba1": 0.46, "mamba2": 0.10, "gdn": 0.42, "kda": 7.37}
+MXFP4_EXTRA_PER_TOKEN = 5.2  # triton_kernels' MXFP4 MoE: x topk x 2I x 2 bytes more than the Triton workspaces
+# CUDA-graph pool estimate per mode: (first capture, per further graph); gpt-oss-20b on the H200
+CUDAGRAPH_PIECEWISE = (180 * MIB, 4 * MIB)
+CUDAGRAPH_FULL = (2 * MIB, 1 * MIB)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineShape:
+    """The flags that decide the overhead."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 1024  # vLLM's default on GPUs of 70 GiB or more (256 below)
+    enforce_eager: bool = False
+    tp: int = 1
+    max_cudagraph_capture_size: int | None = None  # None: vLLM's default
+    quant: str = "bf16"
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    activation: int
+    non_torch: int
+    cudagraphs: int
+    detail: str
+
+    @property
+    def total(self) -> int:
+        return self.activation + self.non_torch + self.cudagraphs
+
+
+def default_max_num_seqs(gpu_bytes: int) -> int:
+    return 1024 if gpu_bytes >= 70 * GIB else 256
+
+
+def _padded_vocab(vocab: int) -> int:
+    return -(-vocab // 64) * 64
+
+
+def _moe_inner(spec: ModelSpec) -> int:
+    assert spec.moe is not None
+    return spec.moe.expert_params // (3 * spec.hidden_size)
+
+
+def _shared_inner(spec: ModelSpec) -> int:
+    assert spec.moe is not None
+    shared = spec.moe.shared_params_per_layer - spec.hidden_size * spec.moe.num_experts
+    return max(0, shared // (3 * spec.hidden_size))
+
+
+def forward_peak(spec: ModelSpec, tokens: int, shape: EngineShape) -> tuple[int, str]:
+    """The largest layer's transient buffers in the profile run (bf16)."""
+    hidden, tp = spec.hidden_size, shape.tp
+    dense = 3 * spec.intermediate_size // tp * tokens * 2 if spec.intermediate_size else 0
+    moe, what = 0, "MLP"
+    if spec.moe:
+        inner, topk = _moe_inner(spec) // tp, spec.moe.experts_per_token
+        moe = tokens * topk * (max(inner, hidden) + max(2 * inner, hidden)) * 2 + tokens * hidden * 2
+        moe += 3 * _shared_inner(spec) // tp * tokens * 2 + MOE_FIXED
+        if shape.quant == "mxfp4":
+            moe += int(MXFP4_EXTRA_PER_TOKEN * tokens * topk * 2 * inner * 2)
+        what = "MoE workspaces"
+    return (moe, what) if moe >= dense else (dense, "MLP")
+
+
+def recurrent_extra(spec: ModelSpec, tokens: int, tp: int) -> int:
+    extra = 0.0
+    for family, k in RECURRENT_PER_TOKEN_STATE.items():
+        layers = [
+            layer for layer in spec.layers if layer.kind in RECURRENT and layer.state and layer.state.family == family
+        ]
+        if layers:
+            assert layers[0].state is not None
+            extra += k * tokens * layers[0].state.elements(tp)[1]
+    return int(extra)
+
+
+def activation_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
+    tokens = shape.max_num_batched_tokens
+    rows = min(shape.max_num_seqs, tokens)
+    sampler = int(SAMPLER_COPIES * rows * _padded_vocab(spec.vocab_size) // shape.tp * 4)
+    forward, what = forward_peak(spec, tokens, shape)
+    carried = 2 * tokens * spec.hidden_size * 2
+    extra = recurrent_extra(spec, tokens, shape.tp)
+    top = f"sampler ({rows} rows)" if sampler >= forward else what
+    return max(sampler, forward) + carried + extra, f"{top} at {tokens:,} batched tokens"
+
+
+def capture_sizes(shape: EngineShape, default_max: int | None = None) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes: 1, 2, 4, steps of 8 to 256, then of 16."""
+    top = shape.max_cudagraph_capture_size or default_max or min(2 * shape.max_num_seqs, 512)
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
+    return [s for s in sizes if s <= top]
+
+
+def cudagraph_estimate(spec: ModelSpec, shape: EngineShape) -> int:
+    if shape.enforce_eager or spec.moe is None:
+        return 0
+    graphs = len(capture_sizes(shape, 1024 if spec.model_type == "gpt_oss" else None))
+    return sum(first + per * (graphs - 1) for first, per in (CUDAGRAPH_PIECEWISE, CUDAGRAPH_FULL))
+
+
+def vllm_overhead(spec: ModelSpec, shape: EngineShape) -> Overhead:
+    activation, detail = activation_peak(spec, shape)
+    graphs = cudagraph_estimate(spec, shape)
+    if graphs:
+        detail += f"; CUDA graphs {graphs / GIB:.2f} GiB"
+    elif not shape.enforce_eager:
+        detail += "; no CUDA-graph deduction (vLLM 0.25 made none for dense models)"
+    return Overhead(activation, NON_TORCH, graphs, detail)
