@@ -24,7 +24,9 @@ def _kv_dtype(value: str) -> str:
     return name
 
 
-def with_engine_args(req: PlanRequest, args: EngineArgs, *, from_log: bool = False) -> PlanRequest:
+def with_engine_args(
+    req: PlanRequest, args: EngineArgs, *, from_log: bool = False, log_context: int | None = None
+) -> PlanRequest:
     """The request as the engine's flags set it; a log's run used vLLM's defaults for the rest."""
     changes: dict[str, Any] = {"engine_args": args}
     simple = {
@@ -54,8 +56,8 @@ def with_engine_args(req: PlanRequest, args: EngineArgs, *, from_log: bool = Fal
         changes["max_num_seqs"] = default_max_num_seqs(req.gpu_bytes)
     if from_log and args.gpu_memory_utilization is None and args.kv_cache_memory_bytes is None:
         changes["gpu_memory_utilization"] = VLLM_DEFAULT_UTIL
-    if from_log and args.max_model_len is None:
-        changes["context"] = req.context
+    if from_log and args.max_model_len is None and log_context:
+        changes["context"] = log_context  # the model's own maximum, as the log's run used
     return replace(req, **changes)
 
 
@@ -64,5 +66,5 @@ def engine_request(req: PlanRequest, engine_args: str | None, reported: Reported
     if engine_args:
         return with_engine_args(req, parse_engine_args(engine_args, req.engine))
     if reported is not None and reported.engine_args is not None:
-        return with_engine_args(req, reported.engine_args, from_log=True)
+        return with_engine_args(req, reported.engine_args, from_log=True, log_context=reported.max_model_len)
     return req

@@ -1,0 +1,77 @@
+"""The user's own engine flags: read for memory, kept verbatim, completed on the printed command line."""
+
+import gzip
+import shlex
+from pathlib import Path
+
+import pytest
+
+from servelab.cli import main
+from servelab.core.errors import UsageError
+from servelab.plan import PlanRequest, make_plan, parse_engine_args, resolve_model, with_engine_args
+from servelab.plan.engine_args import engine_args_from_log, human_int
+
+ROOT = Path(__file__).resolve().parents[3]
+GIB = 2**30
+
+
+def test_human_readable_numbers_as_vllm_reads_them() -> None:
+    assert (human_int("32k"), human_int("32K"), human_int("20G"), human_int("8192")) == (32000, 32768, 20 * GIB, 8192)
+    with pytest.raises(UsageError):
+        human_int("1.5K")
+
+
+def test_every_memory_flag_is_read_and_the_rest_kept() -> None:
+    args = parse_engine_args(
+        "vllm serve org/model --max-model-len 64K -tp 2 --kv-cache-dtype=fp8 --enforce-eager "
+        "--gpu-memory-utilization 0.85 --max-num-seqs 8 --max-num-batched-tokens 4096 --block-size 32 "
+        "--mamba-ssm-cache-dtype float32 --served-model-name coder --enable-prefix-caching"
+    )
+    assert args.given() == {
+        "model": "org/model", "max_model_len": 65536, "tensor_parallel_size": 2, "kv_cache_dtype": "fp8",
+        "enforce_eager": True, "gpu_memory_utilization": 0.85, "max_num_seqs": 8, "max_num_batched_tokens": 4096,
+        "block_size": 32, "mamba_ssm_cache_dtype": "float32", "enable_prefix_caching": True,
+    }  # fmt: skip
+    completed = args.completed([("--max-model-len", "1"), ("--max-num-seqs", "1"), ("--swap-space", "4")])
+    assert completed[-2:] == ["--swap-space", "4"] and "--served-model-name" in completed
+    assert completed.count("--max-model-len") == 1 and completed.count("64K") == 1  # theirs, not the plan's
+    assert "1" not in completed
+
+
+def test_bad_flags_are_clear_errors() -> None:
+    with pytest.raises(UsageError, match="--max-model-len needs a value"):
+        parse_engine_args("--max-model-len")
+    with pytest.raises(UsageError, match="tensor-parallel-size"):
+        parse_engine_args("--tensor-parallel-size two")
+    with pytest.raises(UsageError, match="cannot be split"):
+        parse_engine_args("--served-model-name 'open")
+
+
+def test_sglang_and_llamacpp_spellings() -> None:
+    sglang = parse_engine_args("--context-length 32768 --mem-fraction-static 0.8 --tp 2", "sglang")
+    assert (sglang.max_model_len, sglang.gpu_memory_utilization, sglang.tensor_parallel_size) == (32768, 0.8, 2)
+    llama = parse_engine_args("-c 65536 -np 4 -ctk q8_0", "llamacpp")
+    assert (llama.max_model_len, llama.max_num_seqs, llama.kv_cache_dtype) == (65536, 4, "q8_0")
+
+
+def test_the_flags_change_the_plan() -> None:
+    resolved = resolve_model("llama-3.1-8b")
+    base = PlanRequest(gpu_name="h200", gpu_bytes=140 * GIB, bandwidth_gbs=None, context=8192, concurrency=1,
+                       quant=None, kv_dtype="auto")  # fmt: skip
+    plain = make_plan(resolved, base)
+    tp2 = make_plan(resolved, with_engine_args(base, parse_engine_args("-tp 2 --kv-cache-dtype fp8 --enforce-eager")))
+    assert tp2.weights.bytes == pytest.approx(plain.weights.bytes / 2, rel=0.01)
+    assert tp2.kv_bytes_per_token == plain.kv_bytes_per_token / 2  # fp8, the bytes of one token on all layers
+    assert tp2.overhead_parts["cudagraphs"] == 0
+    assert "--tensor-parallel-size 2" not in tp2.command and "-tp 2" in tp2.command
+
+
+def test_a_log_brings_its_own_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = ROOT / "docs/data/h200-capacity-2026-12-01/llama8b-e2k.log.gz"
+    with gzip.open(log, "rt") as handle:
+        text = handle.read()
+    args = engine_args_from_log(text)
+    assert args is not None and (args.max_num_batched_tokens, args.enforce_eager) == (2048, True)
+    main(shlex.split(f"plan {ROOT / 'benchmarks/gpu/models/llama-3.1-8b'} --gpu h200 --calibrate {log} --json"))
+    out = capsys.readouterr().out
+    assert "--max-num-batched-tokens 2048" in out and "--enforce-eager" in out  # the printed command is the log's

@@ -1,0 +1,69 @@
+"""The whole vLLM plan, with no log, against what vLLM 0.25.1 logged on an H200 (dummy weights).
+
+Each start is planned from its model folder and the flags its own log lists; docs/plan-calibration.md holds
+the table (benchmarks/gpu/fit_overhead.py prints it) and says which starts the constants were fitted on."""
+
+from pathlib import Path
+
+import pytest
+
+from servelab.plan import PlanRequest, compare_with, engine_request, gpu, make_plan, read_reported, resolve_model
+
+ROOT = Path(__file__).resolve().parents[3]
+NEW, OLD = ROOT / "docs/data/h200-capacity-2026-12-01", ROOT / "docs/data/h200-2026-11-30"
+MODELS = ROOT / "benchmarks/gpu/models"
+GIB = 2**30
+STARTS = {  # log -> model folder
+    NEW / "smollm2-e8k.log.gz": "smollm2-135m",
+    NEW / "llama8b-e8k.log.gz": "llama-3.1-8b",
+    NEW / "llama8b-e2k.log.gz": "llama-3.1-8b",
+    NEW / "llama8b-g8k.log.gz": "llama-3.1-8b",
+    NEW / "llama8bfp8-e8k.log.gz": "llama-3.1-8b-fp8-block",
+    NEW / "mixtral-e8k.log.gz": "mixtral-8x7b",
+    NEW / "mixtral-e16k.log.gz": "mixtral-8x7b",
+    NEW / "nemotron-e8k.log.gz": "nemotron-nano-9b-v2",
+    NEW / "gptoss-e8k.log.gz": "gpt-oss-20b",
+    NEW / "gptoss-g8k.log.gz": "gpt-oss-20b",
+    NEW / "jamba-e8k.log.gz": "jamba-mini-1.7",
+    NEW / "kimi-e8k.log.gz": "kimi-linear-48b-a3b",
+    NEW / "dsv2lite-e2k.log.gz": "deepseek-v2-lite",
+    OLD / "deepseek-v2-lite.log": "deepseek-v2-lite",
+    OLD / "gemma-3-27b-text.log": "gemma-3-27b-text",
+    OLD / "qwen3-next-80b-a3b-fp8.log": "qwen3-next-80b-a3b-fp8",
+}
+MISSES = {  # documented: the plan is off by more than 1% here
+    NEW / "llama4-e8k.log.gz": "llama-4-scout-16l",  # its profile-run peak (3.30 GiB) is modelled at 1.37
+    OLD / "laguna-s-2.1-dummy.log": "laguna-s-2.1-dummy",  # CUDA-graph estimate 2.21 GiB, modelled 0.42
+}
+
+
+def planned(log: Path, folder: str):  # type: ignore[no-untyped-def]
+    card = gpu("h200")
+    base = PlanRequest(gpu_name=card.key, gpu_bytes=card.memory_bytes, bandwidth_gbs=None, context=32768,
+                       concurrency=1, quant=None, kv_dtype="auto", cuda_total_bytes=card.cuda_total_bytes)  # fmt: skip
+    reported = read_reported(str(log))
+    resolved = resolve_model(str(MODELS / folder))
+    request = engine_request(base, None, reported)
+    plan = make_plan(resolved, request)
+    return plan, reported, compare_with(resolved, request, plan, reported)
+
+
+@pytest.mark.parametrize(("log", "folder"), STARTS.items(), ids=[p.name for p in STARTS])
+def test_the_plan_lands_within_one_percent_of_vllm(log: Path, folder: str) -> None:
+    plan, reported, _ = planned(log, folder)
+    assert reported.tokens and abs(plan.capacity.tokens - reported.tokens) / reported.tokens < 0.01
+    assert abs(plan.weights.bytes - (reported.weights_bytes or 0)) < 0.25 * GIB
+    if reported.torch_peak_bytes is not None:  # DEBUG logs: the profile run's own figures
+        assert abs(plan.overhead_parts["activation"] - reported.torch_peak_bytes) < 0.25 * GIB
+        assert abs(plan.overhead_parts["non_torch"] - (reported.non_torch_bytes or 0)) < 0.02 * GIB
+        assert abs(plan.overhead_parts["cudagraphs"] - (reported.cudagraph_bytes or 0)) < 0.02 * GIB
+
+
+@pytest.mark.parametrize(("log", "folder"), MISSES.items(), ids=[p.name for p in MISSES])
+def test_the_documented_misses_are_still_misses(log: Path, folder: str) -> None:
+    """If one of these comes within 1%, docs/plan-calibration.md is out of date: update it and move the start."""
+    plan, reported, comparison = planned(log, folder)
+    assert reported.tokens and abs(plan.capacity.tokens - reported.tokens) / reported.tokens > 0.01
+    # the capacity rules stay exact for them: given vLLM's own KV memory, its token count (log rounding aside)
+    same = comparison.predicted_tokens_same_pool
+    assert same is not None and abs(same - reported.tokens) / reported.tokens < 0.001
