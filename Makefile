@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: check test lint venv clean engine-down system-deps
+.PHONY: check test lint venv clean engine-down system-deps llama-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +36,20 @@ lint: $(VENV)/.dev
 
 # bubblewrap: the eval sandbox for model-written code (no network, read-only system); redis-server: the
 # gateway replicas' shared state; espeak-ng: a real streaming TTS for the coexist HTTP probe; chromium: the
-# report test opens the report headless. Installed with apt-get where missing and we are root; otherwise the tests
-# that need them say how to get them.
+# report test opens the report headless; cmake and g++: llama.cpp's llama-server, built once into a cache.
+# Installed with apt-get where missing and we are root; otherwise the tests that need them say how to get them.
 system-deps:
-	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null && command -v espeak-ng >/dev/null && command -v chromium >/dev/null; } || \
+	@{ command -v bwrap >/dev/null && command -v redis-server >/dev/null && command -v espeak-ng >/dev/null && command -v chromium >/dev/null && command -v cmake >/dev/null && command -v g++ >/dev/null; } || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng chromium >/dev/null; } || \
-	  echo "missing: apt-get install bubblewrap redis-server espeak-ng chromium (the sandbox, gateway-replica, TTS-probe and report tests need them)"
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng chromium cmake g++ >/dev/null; } || \
+	  echo "missing: apt-get install bubblewrap redis-server espeak-ng chromium cmake g++ (the sandbox, gateway-replica, TTS-probe, report and llama.cpp tests need them)"
+
+## llama-server: llama.cpp's C++ server from the llama-cpp-python sdist, built once into ~/.cache/servelab
+llama-server: $(VENV)/.embedded system-deps
+	$(BIN)/python -m servelab.engines.llamacpp_build
 
 ## test: lint, type-check and run the tests (the integration tests start the embedded engine)
-test: lint system-deps
+test: lint system-deps llama-server
 	$(BIN)/python -m pytest -q
 
 engine-down:

@@ -44,3 +44,18 @@ def external_engine(engine: EngineState) -> Iterator[EngineState]:
     yield state
     if not state.reused:
         second.down()
+
+
+LLAMACPP_PORT = 18767
+
+
+@pytest.fixture(scope="session")
+def llamacpp_engine() -> Iterator[EngineState]:
+    """llama.cpp's own llama-server (built once into the cache by make test) serving SmolLM2's GGUF."""
+    from servelab.engines.llamacpp import LlamaServerEngine, llamacpp_settings
+
+    server = LlamaServerEngine(llamacpp_settings(port=LLAMACPP_PORT, instance="test-llamacpp"))
+    state = server.up()
+    yield state
+    if not state.reused:
+        server.down()

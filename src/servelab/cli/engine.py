@@ -6,16 +6,28 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from servelab.cli._common import JsonOption, console, print_json
+from servelab.core.errors import UsageError
 from servelab.engines.embedded import EmbeddedEngine, EngineSettings, EngineState
+from servelab.engines.llamacpp import LlamaServerEngine, llamacpp_settings
 
 app = typer.Typer(
-    help="The embedded engine: real vLLM (CPU) serving SmolLM2-135M-Instruct on loopback.", no_args_is_help=True
+    help="The embedded engines: real vLLM (CPU) or llama.cpp's llama-server, serving SmolLM2-135M-Instruct on "
+    "loopback.",
+    no_args_is_help=True,
 )
 
-PortOption = typer.Option(None, "--port", help="Port on 127.0.0.1 (default 8765 or $SERVELAB_ENGINE_PORT).")
+PortOption = typer.Option(
+    None, "--port", help="Port on 127.0.0.1 (vllm: 8765 or $SERVELAB_ENGINE_PORT; llamacpp: 8766 or "
+    "$SERVELAB_LLAMACPP_PORT)."
+)  # fmt: skip
+EngineOption = typer.Option("vllm", "--engine", help="vllm (the CPU build) or llamacpp (llama-server, built once).")
 
 
-def _engine(port: int | None) -> EmbeddedEngine:
+def _engine(port: int | None, kind: str = "vllm") -> EmbeddedEngine:
+    if kind == "llamacpp":
+        return LlamaServerEngine(llamacpp_settings() if port is None else llamacpp_settings(port=port))
+    if kind != "vllm":
+        raise UsageError(f"unknown engine {kind!r}", hint="vllm or llamacpp")
     settings = EngineSettings() if port is None else EngineSettings(port=port)
     return EmbeddedEngine(settings)
 
@@ -32,15 +44,16 @@ def start_with_progress(engine: EmbeddedEngine) -> EngineState:
 @app.command()
 def up(
     port: int | None = PortOption,
+    kind: str = EngineOption,
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for /health."),
     json_out: bool = JsonOption,
 ) -> None:
     """Start the engine (or reuse the running one) and wait until /health answers."""
-    engine = _engine(port)
-    if timeout != engine.settings.start_timeout_s:
+    engine = _engine(port, kind)
+    if timeout != 600.0:
         from dataclasses import replace
 
-        engine = EmbeddedEngine(replace(engine.settings, start_timeout_s=timeout))
+        engine.settings = replace(engine.settings, start_timeout_s=timeout)
     state = start_with_progress(engine)
     if json_out:
         print_json(_state_dict(state))
@@ -50,18 +63,18 @@ def up(
 
 
 @app.command()
-def down(port: int | None = PortOption) -> None:
+def down(port: int | None = PortOption, kind: str = EngineOption) -> None:
     """Stop the engine cleanly (SIGTERM, then SIGKILL after 15 s). The log is kept."""
-    engine = _engine(port)
+    engine = _engine(port, kind)
     stopped = engine.down()
     console().print("engine stopped" if stopped else "no engine was running")
     console().print(f"log: {engine.settings.log_path}")
 
 
 @app.command()
-def status(port: int | None = PortOption, json_out: bool = JsonOption) -> None:
+def status(port: int | None = PortOption, kind: str = EngineOption, json_out: bool = JsonOption) -> None:
     """Say whether the engine runs, where, and where its log is. Exit 1 when it does not run."""
-    engine = _engine(port)
+    engine = _engine(port, kind)
     state = engine.status()
     if json_out:
         print_json(_state_dict(state) if state else {"running": False})

@@ -125,7 +125,8 @@ def show_comparison(c: Comparison, p: Plan) -> None:
     for label, mine, theirs in (("weights", p.weights.bytes, r.weights_bytes),
                                 ("activation peak (profile run)", parts.get("activation"), r.torch_peak_bytes),
                                 ("non-torch memory", parts.get("non_torch"), r.non_torch_bytes),
-                                ("CUDA-graph estimate", parts.get("cudagraphs"), r.cudagraph_bytes)):  # fmt: skip
+                                ("CUDA-graph estimate", parts.get("cudagraphs"), r.cudagraph_bytes),
+                                ("compute buffers", parts.get("activation"), r.compute_buffer_bytes)):  # fmt: skip
         if theirs is not None and mine is not None:
             table.add_row(label, _gib(mine), _gib(theirs))
     if r.available_bytes is not None:
@@ -153,7 +154,7 @@ SETTING = {"sglang": "mem_fraction_static (of free memory)", "llamacpp": "share 
 
 
 def _gib(value: float) -> str:
-    return f"{value / GIB:,.2f} GiB"
+    return f"{value / GIB:,.2f} GiB" if value >= GIB else f"{value / 2**20:,.2f} MiB"
 
 
 def show_plan(p: Plan) -> None:

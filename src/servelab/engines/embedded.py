@@ -43,6 +43,8 @@ class EngineSettings:
     home: Path = field(default_factory=servelab_home)
     instance: str = "engine"  # folder under home for state and log; the converted model is shared
     extra_args: tuple[str, ...] = ()
+    log_name: str = "vllm.log"
+    parallel: int = 4  # llama-server's slots (-np); vLLM batches without a fixed count
 
     @property
     def url(self) -> str:
@@ -58,7 +60,7 @@ class EngineSettings:
 
     @property
     def log_path(self) -> Path:
-        return self.engine_dir / "vllm.log"
+        return self.engine_dir / self.log_name
 
     @property
     def state_path(self) -> Path:
@@ -109,6 +111,8 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
 
 class EmbeddedEngine:
     """Start, reuse, inspect and stop the embedded vLLM server."""
+
+    label = "vLLM (CPU)"
 
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
@@ -229,9 +233,12 @@ class EmbeddedEngine:
                 hint="stop it, or choose another port with --port / SERVELAB_ENGINE_PORT",
             )
 
+    def _env(self) -> dict[str, str]:
+        return {**_offline_env(), "VLLM_CPU_KVCACHE_SPACE": str(self.settings.kv_cache_gib)}
+
     def _start(self, progress: Progress | None) -> EngineState:
         s = self.settings
-        env = {**_offline_env(), "VLLM_CPU_KVCACHE_SPACE": str(s.kv_cache_gib)}
+        env = self._env()
         with s.log_path.open("w") as log:
             proc = subprocess.Popen(
                 self._command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -253,17 +260,18 @@ class EmbeddedEngine:
             elapsed = time.monotonic() - started
             if proc.poll() is not None:
                 raise EngineError(
-                    f"vLLM exited with code {proc.returncode} while starting; log {s.log_path}:\n{log_tail(s.log_path)}"
+                    f"{self.label} exited with code {proc.returncode} while starting; log {s.log_path}:\n"
+                    f"{log_tail(s.log_path)}"
                 )
             if healthy(s.url, timeout=1.0):
                 return
             if elapsed > s.start_timeout_s:
                 raise EngineError(
-                    f"vLLM did not answer /health within {s.start_timeout_s:g} s; log {s.log_path}:\n"
+                    f"{self.label} did not answer /health within {s.start_timeout_s:g} s; log {s.log_path}:\n"
                     f"{log_tail(s.log_path)}"
                 )
             if progress:
-                progress("starting vLLM (CPU)", elapsed)
+                progress(f"starting {self.label}", elapsed)
             time.sleep(1.0)
 
     def _stop_pid(self, pid: int, grace_s: float = 15.0) -> None:

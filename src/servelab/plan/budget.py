@@ -12,7 +12,13 @@ from servelab.plan.calibrate import Comparison, Reported
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
 from servelab.plan.engine_args import EngineArgs
-from servelab.plan.engines import LLAMACPP_COMPUTE_BUFFER, Capacity, llamacpp_capacity, sglang_capacity, vllm_capacity
+from servelab.plan.engines import (
+    Capacity,
+    llamacpp_capacity,
+    llamacpp_compute_bytes,
+    sglang_capacity,
+    vllm_capacity,
+)
 from servelab.plan.overhead import EngineShape, Overhead, vllm_overhead
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
@@ -188,7 +194,12 @@ def _vllm_opts(req: PlanRequest, resolved: Resolved | None = None) -> VllmOption
 
 
 def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Reported) -> Comparison:
-    """Set the plan beside what a running vLLM reported about itself."""
+    """Set the plan beside what a running engine reported about itself."""
+    if reported.engine == "llamacpp":  # the cache is sized by the flags alone: cells and bytes
+        cap = llamacpp_capacity(resolved.spec, req.context * req.concurrency, req.concurrency,
+                                kv_dtype_bytes(req.kv_dtype), 0)  # fmt: skip
+        kv_bytes = cap.bytes_per_sequence * req.concurrency
+        return Comparison(reported, cap.tokens, kv_bytes, cap.tokens, 1)
     if reported.max_model_len:
         req = replace(req, context=reported.max_model_len)
     if reported.block_size:
@@ -229,12 +240,14 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
         return Overhead(0, 0, 0, "a fixed KV space (VLLM_CPU_KVCACHE_SPACE)")
     if req.engine == "sglang":
         return Overhead(0, 0, 0, "SGLang keeps activations outside mem_fraction_static")
-    return Overhead(LLAMACPP_COMPUTE_BUFFER, 0, 0, "llama.cpp compute buffers (estimate)")
+    compute = llamacpp_compute_bytes(resolved.spec, req.context * req.concurrency, req.concurrency)
+    return Overhead(compute, 0, 0, "llama.cpp's compute buffer (flash attention, -ub 512)")
 
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     spec = resolved.spec
-    if spec.max_position and req.context > spec.max_position and not req.allow_long_context:
+    too_long = bool(spec.max_position) and req.context > spec.max_position
+    if too_long and req.engine.startswith("vllm") and not req.allow_long_context:
         raise UsageError(
             f"--context {req.context:,} is longer than {spec.name} supports ({spec.max_position:,} tokens): "
             "`vllm serve` would refuse that --max-model-len",
@@ -357,6 +370,9 @@ def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> lis
         notes.append("recurrent layers hold a constant state per sequence; vLLM pads it to one attention page")
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
+    if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
+        notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "
+                     "(llama.cpp warns and serves it)")  # fmt: skip
     if req.engine_args and req.engine_args.given():
         read = ", ".join(f"{k}={v}" for k, v in req.engine_args.given().items() if k != "model")
         notes.append(f"from the engine's own flags: {read}")

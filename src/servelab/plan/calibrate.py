@@ -22,6 +22,15 @@ _EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
 _PEAK = re.compile(r"torch peak memory increase: ([\d.]+)GiB; non-torch forward increase memory: ([\d.]+)GiB")
 _GRAPHS = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")
+# llama.cpp (llama-kv-cache.cpp, llama-context.cpp)
+_LLAMA_KV = re.compile(
+    r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
+    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB"
+)
+_LLAMA_COMPUTE = re.compile(r"(\w+) compute buffer size = +([\d.]+) MiB")
+_LLAMA_CTX = re.compile(r"llama_context: n_ctx_seq += (\d+)")
+_LLAMA_SEQS = re.compile(r"llama_context: n_seq_max += (\d+)")
+MIB = 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +47,10 @@ class Reported:
     non_torch_bytes: int | None = None
     cudagraph_bytes: int | None = None  # the CUDA-graph estimate it deducted
     engine_args: EngineArgs | None = None  # its "non-default args"
+    engine: str = "vllm"
+    compute_buffer_bytes: int | None = None  # llama.cpp's compute buffers, all backends
+    slots: int | None = None  # llama.cpp's n_seq_max
+    kv_type: str | None = None  # llama.cpp's K cache type (f16, q8_0, ...)
 
 
 def _num(text: str) -> int:
@@ -51,7 +64,11 @@ def parse_log(text: str, source: str = "log") -> Reported:
     weights = _WEIGHTS.findall(text)
     peak, graphs = _PEAK.findall(text), _GRAPHS.findall(text)
     if not size:
-        raise UsageError(f"no 'KV cache size: N tokens' line in {source}: is it a vLLM start-up log?")
+        if _LLAMA_KV.search(text):
+            return parse_llamacpp_log(text, source)
+        raise UsageError(
+            f"no 'KV cache size: N tokens' line (vLLM) or 'llama_kv_cache: size' line (llama.cpp) in {source}"
+        )
     return Reported(
         source=source,
         tokens=_num(size[-1][1]),
@@ -116,3 +133,20 @@ class Comparison:
         if self.predicted_tokens_same_pool is None or self.reported.tokens is None:
             return None
         return (self.predicted_tokens_same_pool - self.reported.tokens) / self.tokens_per_block
+
+
+def parse_llamacpp_log(text: str, source: str = "log") -> Reported:
+    """llama-server's start-up lines: the KV cache (cells, bytes) and the compute buffers."""
+    kv = _LLAMA_KV.findall(text)[-1]
+    compute = _LLAMA_COMPUTE.findall(text)
+    per_seq, seqs = _LLAMA_CTX.findall(text), _LLAMA_SEQS.findall(text)
+    return Reported(
+        source=source,
+        tokens=int(kv[1]) * int(kv[4]),  # cells per stream x streams (one per slot unless --kv-unified)
+        max_model_len=int(per_seq[-1]) if per_seq else None,
+        available_bytes=round(float(kv[0]) * MIB),
+        engine="llamacpp",
+        compute_buffer_bytes=round(sum(float(size) for _, size in compute) * MIB) if compute else None,
+        slots=int(seqs[-1]) if seqs else None,
+        kv_type=kv[5],
+    )

@@ -18,8 +18,7 @@ GIB = 2**30
 # architectures in docs/plan-calibration.md. It is the least certain term of a plan.
 VLLM_MIN_OVERHEAD = int(1.1 * GIB)
 VLLM_OVERHEAD_PER_WEIGHT = 0.05
-# SGLang reserves activation memory out of (1 - mem_fraction_static); llama.cpp compute buffers.
-LLAMACPP_COMPUTE_BUFFER = int(0.5 * GIB)
+# SGLang reserves activation memory out of (1 - mem_fraction_static).
 
 
 def vllm_overhead(weights_bytes: int) -> int:
@@ -71,6 +70,24 @@ def sglang_capacity(spec: ModelSpec, context: int, kv_bytes: float, pool_bytes: 
     )
 
 
+LLAMACPP_PAD = 256  # llama.cpp pads the context, and each slot's share, to 256 cells
+LLAMACPP_UBATCH = 512  # -ub's default: SWA layers keep their window plus one micro-batch
+
+
+def _pad(value: int, step: int = LLAMACPP_PAD) -> int:
+    return -(-value // step) * step
+
+
+def llamacpp_cells(context: int, parallel: int, unified: bool = False) -> tuple[int, int]:
+    """(cells in all, cells per slot) as llama-context.cpp sizes them: -c padded to 256, then split over
+    the -np slots, each share padded to 256 again (one stream per slot unless --kv-unified)."""
+    n_ctx = _pad(context)
+    if unified or parallel <= 1:
+        return n_ctx, n_ctx
+    per_slot = _pad(n_ctx // parallel)
+    return per_slot * parallel, per_slot
+
+
 def llamacpp_capacity(
     spec: ModelSpec,
     context: int,
@@ -79,22 +96,33 @@ def llamacpp_capacity(
     pool_bytes: int,
     swa_full: bool = False,
     model_bytes: int = 2,
+    unified: bool = False,
 ) -> Capacity:
-    """llama-server: -c N is split across -np slots; SWA layers keep only their window per slot
-    (padded to 256) unless --swa-full; the cache is allocated whole at start."""
-    per_slot = context // max(1, parallel)
+    """llama-server: -c N is split across -np slots; SWA layers keep their window plus a micro-batch per
+    slot (padded to 256) unless --swa-full; the cache is allocated whole at start."""
+    cells, per_slot = llamacpp_cells(context, parallel, unified)
     full = sum(layer.kv_bytes_per_token(kv_bytes) for layer in spec.layers if layer.kind != "sliding")
     swa = 0.0
     for layer in spec.layers:
         if layer.kind == "sliding" and layer.window:
-            kept = per_slot if swa_full else min(per_slot, 256 * math.ceil((layer.window + 1) / 256))
+            kept = per_slot if swa_full else _pad(min(per_slot, layer.window + LLAMACPP_UBATCH))
             swa += layer.kv_bytes_per_token(kv_bytes) * kept
     per_seq = int(full * per_slot + swa + spec.state_bytes_per_sequence(model_bytes))
     return Capacity(
         "llamacpp",
         pool_bytes,
-        per_slot * parallel,
+        cells,
         pool_bytes / per_seq if per_seq else math.inf,
         per_seq,
-        f"-c {context} split over -np {parallel}: {per_slot} tokens per slot",
+        f"-c {context} split over -np {parallel}: {per_slot} cells per slot",
     )
+
+
+def llamacpp_compute_bytes(spec: ModelSpec, context: int, parallel: int, ubatch: int = LLAMACPP_UBATCH) -> int:
+    """llama.cpp's CPU compute buffer with flash attention (its default where the backend has it): the
+    attention mask, ``cells per slot x ubatch`` f16, plus the micro-batch's f32 activations
+    (``4 x (4 hidden + 3 ffn)`` bytes a token). Checked on SmolLM2 against llama-server 0.3.36's own log
+    (docs/llamacpp.md): within 0.3% with f16 KV, ~1 MiB over with quantized KV."""
+    _, per_slot = llamacpp_cells(context, parallel)
+    ffn = spec.intermediate_size or 4 * spec.hidden_size
+    return per_slot * ubatch * 2 + ubatch * 4 * (4 * spec.hidden_size + 3 * ffn)

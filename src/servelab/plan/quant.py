@@ -45,8 +45,14 @@ KV_DTYPES: dict[str, float] = {
     "fp8": 1.0,
     "fp8_e4m3": 1.0,
     "fp8_e5m2": 1.0,
-    "q8_0": 34 / 32,
-    "q4_0": 18 / 32,  # llama.cpp cache types
+    "q8_0": 34 / 32,  # llama.cpp cache types (-ctk / -ctv): bytes per element of their blocks of 32
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+    "iq4_nl": 18 / 32,
+    "f16": 2.0,
+    "f32": 4.0,
 }
 
 

@@ -65,6 +65,10 @@ def engine_request(req: PlanRequest, engine_args: str | None, reported: Reported
     """--engine-args when given; else a calibration log's own non-default args (so they need not be repeated)."""
     if engine_args:
         return with_engine_args(req, parse_engine_args(engine_args, req.engine))
+    if reported is not None and reported.engine == "llamacpp":  # its own -c split over -np, and the KV type
+        return replace(req, engine="llamacpp", context=reported.max_model_len or req.context,
+                       concurrency=reported.slots or req.concurrency,
+                       kv_dtype=reported.kv_type or req.kv_dtype)  # fmt: skip
     if reported is not None and reported.engine_args is not None:
         return with_engine_args(req, reported.engine_args, from_log=True, log_context=reported.max_model_len)
     return req
