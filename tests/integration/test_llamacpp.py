@@ -11,6 +11,7 @@ from servelab.bench.metrics import engine_values, figure
 from servelab.core.summary import summarize
 from servelab.engines.client import StreamClient
 from servelab.engines.embedded import MODEL_NAME, EngineState
+from servelab.load.targets import TargetSpec, resolve
 
 MESSAGES = [{"role": "user", "content": "Name three colours."}]
 
@@ -40,6 +41,12 @@ def test_parallel_slots_overlap(llamacpp_engine: EngineState) -> None:
     summary = summarize(records)
     assert summary.ok == 4 and summary.output_tokens == 64
     assert summary.active_window_s < sum((r.end_ns - r.sent_ns) for r in records) / 1e9  # type: ignore[operator]
+
+
+def test_the_target_knows_a_slots_context(llamacpp_engine: EngineState) -> None:
+    """llama.cpp states no max_model_len in /v1/models; /props has what one slot holds (-c 32768 over 4 slots)."""
+    target = resolve(TargetSpec("llamacpp", llamacpp_engine.url))
+    assert target.model == MODEL_NAME and target.max_model_len == 8192
 
 
 def test_metrics_and_slots(llamacpp_engine: EngineState) -> None:

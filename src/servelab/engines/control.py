@@ -118,6 +118,17 @@ class EngineAPI:
             raise ServelabError(f"{self.url} serves no models")
         return models
 
+    def slot_context(self) -> int | None:
+        """llama.cpp's context a slot holds (``/props``: ``default_generation_settings.n_ctx``, -c split over -np);
+        None for a server without it."""
+        try:
+            resp = self._get(self.root + "/props")
+            settings = resp.json().get("default_generation_settings") if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+
     def models(self) -> list[str]:
         """The served model ids (empty where it answers none)."""
         try:

@@ -78,9 +78,11 @@ def _per_target(flag: str, values: Sequence[str], names: Sequence[str]) -> dict[
 def resolve(spec: TargetSpec, timeout: float = 10.0) -> Target:
     """The target as its server describes it: the model checked against what it serves (or its first), the
     context limit it states; a clear error for a server that is down, refuses the key or lacks the model."""
-    served = EngineAPI(spec.url, api_key=spec.api_key, timeout=timeout).served()
+    api = EngineAPI(spec.url, api_key=spec.api_key, timeout=timeout)
+    served = api.served()
     chosen = served[0] if spec.model is None else _the(served, spec)
-    return Target(spec.name, spec.url, chosen.id, spec.api_key, chosen.max_model_len)
+    limit = chosen.max_model_len or api.slot_context()  # vLLM states it per model; llama.cpp per slot in /props
+    return Target(spec.name, spec.url, chosen.id, spec.api_key, limit)
 
 
 def _the(served: list[Served], spec: TargetSpec) -> Served:
