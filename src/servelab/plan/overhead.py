@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.plan.quant import padded_vocab
 from servelab.plan.spec import RECURRENT, ModelSpec
 
 GIB = 2**30
@@ -67,10 +68,6 @@ def default_max_num_seqs(gpu_bytes: int) -> int:
     return 1024 if gpu_bytes >= 70 * GIB else 256
 
 
-def _padded_vocab(vocab: int) -> int:
-    return -(-vocab // 64) * 64
-
-
 def _moe_inner(spec: ModelSpec) -> int:
     assert spec.moe is not None
     return spec.moe.expert_params // (3 * spec.hidden_size)
@@ -112,7 +109,7 @@ def recurrent_extra(spec: ModelSpec, tokens: int, tp: int) -> int:
 def activation_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
     tokens = shape.max_num_batched_tokens
     rows = min(shape.max_num_seqs, tokens)
-    sampler = int(SAMPLER_COPIES * rows * _padded_vocab(spec.vocab_size) // shape.tp * 4)
+    sampler = int(SAMPLER_COPIES * rows * padded_vocab(spec.vocab_size, shape.tp) // shape.tp * 4)
     forward, what = forward_peak(spec, tokens, shape)
     carried = 2 * tokens * spec.hidden_size * 2
     extra = recurrent_extra(spec, tokens, shape.tp)

@@ -90,7 +90,8 @@ def scheme_for(name: str) -> QuantScheme:
 VOCAB_PADDING = 64  # vLLM pads embedding and lm_head rows to a multiple of 64 per GPU
 
 
-def _padded_vocab(vocab: int, tp: int) -> int:
+def padded_vocab(vocab: int, tp: int = 1) -> int:
+    """The embedding / lm_head rows vLLM allocates in all: padded to 64 rows per GPU."""
     step = VOCAB_PADDING * tp
     return -(-vocab // step) * step
 
@@ -119,7 +120,7 @@ def estimate_weights(
         share = scheme.share_quantized(role)
         total += count * (share * scheme.bytes_per_weight + (1 - share) * model_bytes)
     p = spec.params
-    vocab_rows = (_padded_vocab(spec.vocab_size, tp) - spec.vocab_size) * spec.hidden_size
+    vocab_rows = (padded_vocab(spec.vocab_size, tp) - spec.vocab_size) * spec.hidden_size
     embed = p.embedding + vocab_rows + (p.lm_head + vocab_rows if p.lm_head else 0)
     total += (embed + p.other + p.routers) * model_bytes
     total = total / tp + spec.rope_cache_elements * model_bytes
