@@ -92,16 +92,7 @@ def observed_peak(run: Run) -> float:
 
 def _activation(run: Run) -> float:
     result, _ = plan_for(run)
-    return result.overhead_bytes - overhead.NON_TORCH - _graphs(run)
-
-
-def _graphs(run: Run) -> int:
-    from servelab.plan.budget import engine_shape
-
-    _result, req = plan_for(run)
-    return overhead.cudagraph_estimate(
-        resolve_model(str(run.model)).spec, engine_shape(resolve_model(str(run.model)), req)
-    )
+    return result.overhead_parts["activation"]
 
 
 def solve(run: Run, set_value, low: float = 1.0, high: float = 2.0) -> float:  # type: ignore[no-untyped-def]
@@ -157,15 +148,15 @@ def table(all_runs: list[Run], markdown: bool) -> None:
             "graphs log/plan", "KV GiB log/plan"]  # fmt: skip
     rows = []
     for run in all_runs:
-        result, _req = plan_for(run)
+        result, _ = plan_for(run)
         r = run.reported
-        graphs = _graphs(run)
+        graphs = result.overhead_parts["cudagraphs"]
         flags = " ".join(f"{k}={v}" for k, v in (r.engine_args.given() if r.engine_args else {}).items()
                          if k not in ("model", "max_model_len"))  # fmt: skip
         err = (result.capacity.tokens - r.tokens) / r.tokens * 100 if r.tokens else float("nan")
         rows.append([run.name, run.subset, flags or "-", f"{r.tokens:,}", f"{result.capacity.tokens:,}", f"{err:+.2f}%",
                      f"{_g(r.weights_bytes)} / {_g(result.weights.bytes)}",
-                     f"{_g(observed_peak(run))} / {_g(result.overhead_bytes - overhead.NON_TORCH - graphs)}",
+                     f"{_g(observed_peak(run))} / {_g(result.overhead_parts['activation'])}",
                      f"{_g(r.cudagraph_bytes)} / {_g(graphs)}",
                      f"{_g(r.available_bytes)} / {_g(result.kv_pool_bytes)}"])  # fmt: skip
     if markdown:
