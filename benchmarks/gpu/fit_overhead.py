@@ -78,7 +78,7 @@ def plan_for(run: Run):  # type: ignore[no-untyped-def]
                        cuda_total_bytes=card.cuda_total_bytes, gpu_memory_utilization=0.92)  # fmt: skip
     assert run.reported.engine_args is not None, run.name
     req = with_engine_args(base, run.reported.engine_args, from_log=True)
-    return make_plan(resolve_model(str(run.model)), req), req
+    return make_plan(resolve_model(str(run.model), run.reported.engine_args.config_overrides()), req), req
 
 
 def observed_peak(run: Run) -> float:
@@ -107,7 +107,7 @@ def solve(run: Run, set_value, low: float = 1.0, high: float = 2.0) -> float:  #
 
 def fit(all_runs: list[Run]) -> None:
     by_name = {r.name: r for r in all_runs if r.subset == "fit"}
-    saved = (overhead.SAMPLER_COPIES, overhead.MOE_FIXED, dict(overhead.RECURRENT_PER_TOKEN_STATE),
+    saved = (overhead.SAMPLER_COPIES, overhead.MOE_FIXED, dict(overhead.RECURRENT_PER_ROW_STATE),
              overhead.MXFP4_EXTRA_PER_TOKEN)  # fmt: skip
 
     def sampler(v: float) -> None:
@@ -126,11 +126,11 @@ def fit(all_runs: list[Run]) -> None:
                          ("gdn", "qwen3-next-80b-a3b-fp8 (11-30)"), ("kda", "kimi-e8k")):  # fmt: skip
 
         def per_state(v: float, family: str = family) -> None:
-            overhead.RECURRENT_PER_TOKEN_STATE[family] = v
+            overhead.RECURRENT_PER_ROW_STATE[family] = v
 
         value = solve(by_name[name], per_state)
-        overhead.RECURRENT_PER_TOKEN_STATE[family] = value
-        print(f"RECURRENT_PER_TOKEN_STATE[{family!r}] = {value:.3f}   (in overhead.py: {saved[2][family]})")
+        overhead.RECURRENT_PER_ROW_STATE[family] = value
+        print(f"RECURRENT_PER_ROW_STATE[{family!r}] = {value:.3f}   (in overhead.py: {saved[2][family]})")
 
     def mxfp4(v: float) -> None:
         overhead.MXFP4_EXTRA_PER_TOKEN = v
@@ -143,6 +143,11 @@ def _g(value: float | None) -> str:
     return "-" if value is None else f"{value / GIB:.2f}"
 
 
+def _short(value: object, width: int = 36) -> str:
+    text = str(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def table(all_runs: list[Run], markdown: bool) -> None:
     head = ["run", "set", "flags", "vLLM KV tokens", "servelab", "error", "weights log/plan", "peak log/plan",
             "graphs log/plan", "KV GiB log/plan"]  # fmt: skip
@@ -151,7 +156,7 @@ def table(all_runs: list[Run], markdown: bool) -> None:
         result, _ = plan_for(run)
         r = run.reported
         graphs = result.overhead_parts["cudagraphs"]
-        flags = " ".join(f"{k}={v}" for k, v in (r.engine_args.given() if r.engine_args else {}).items()
+        flags = " ".join(f"{k}={_short(v)}" for k, v in (r.engine_args.given() if r.engine_args else {}).items()
                          if k not in ("model", "max_model_len"))  # fmt: skip
         err = (result.capacity.tokens - r.tokens) / r.tokens * 100 if r.tokens else float("nan")
         rows.append([run.name, run.subset, flags or "-", f"{r.tokens:,}", f"{result.capacity.tokens:,}", f"{err:+.2f}%",

@@ -102,7 +102,7 @@ def plan(
     )
     reported = read_reported(calibrate) if calibrate else None
     request = engine_request(request, engine_args, reported)
-    resolved = resolve_model(model)
+    resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
     result = make_plan(resolved, request)
     comparison = compare_with(resolved, request, result, reported) if reported else None
     if json_out:

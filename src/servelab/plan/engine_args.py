@@ -8,6 +8,7 @@ have their own spellings of the same settings.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -60,6 +61,7 @@ class EngineArgs:
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
+    hf_overrides: str | None = None  # vLLM's --hf-overrides, as canonical JSON (a JSON object)
     model: str | None = None
     tokens: tuple[str, ...] = field(default=(), compare=False)  # the flags as given, for the command line
     flags_given: tuple[str, ...] = field(default=(), compare=False)  # spellings of the settings they set
@@ -76,6 +78,21 @@ class EngineArgs:
                 continue
             out += [flag] if value is None else [flag, value]
         return out
+
+    def config_overrides(self) -> dict[str, Any]:
+        """What --hf-overrides puts over the checkpoint's config.json ({} when not given)."""
+        return dict(json.loads(self.hf_overrides)) if self.hf_overrides else {}
+
+
+def json_object(value: str) -> str:
+    """A JSON object given on the command line, as canonical JSON; anything else is refused."""
+    try:
+        data = json.loads(value)
+    except ValueError as exc:
+        raise UsageError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError("must be a JSON object, e.g. '{\"attention_chunk_size\": 0}'")
+    return json.dumps(data, sort_keys=True)
 
 
 Setting = tuple[str, Callable[[str], Any]]
@@ -96,6 +113,7 @@ VLLM_FLAGS: dict[str, Setting] = {
     "--kv-cache-memory": ("kv_cache_memory_bytes", human_int),
     "--quantization": ("quantization", str),
     "-q": ("quantization", str),
+    "--hf-overrides": ("hf_overrides", json_object),
 }
 VLLM_SWITCHES: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),
@@ -206,6 +224,10 @@ def engine_args_from_log(text: str) -> EngineArgs | None:
 def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
     known = {f.name for f in fields(EngineArgs)} - {"tokens", "flags_given"}
     values = {k: v for k, v in data.items() if k in known and v is not None}
+    if isinstance(values.get("hf_overrides"), Mapping):  # the log prints it as a dict
+        values["hf_overrides"] = json.dumps(dict(values["hf_overrides"]), sort_keys=True)
+    elif "hf_overrides" in values and not isinstance(values["hf_overrides"], str):
+        del values["hf_overrides"]
     if "model" not in values and isinstance(data.get("model_tag"), str):
         values["model"] = data["model_tag"]
     args = EngineArgs(**values)

@@ -9,7 +9,8 @@
   rows x vocab x 4``) and the largest layer's transient buffers (the gated MLP's gate/up and
   activation outputs; the Triton fused-MoE workspaces ``M x topk x (max(I, H) + max(2I, H))`` plus
   its output and a shared expert on its side stream), plus the hidden state and residual carried
-  through (``2 x tokens x hidden``), plus what the recurrent prefill kernels keep, per family.
+  through (``2 x tokens x hidden``), plus what the recurrent prefill kernels keep: one state per
+  dummy request, per family.
 - **non-torch**: CUDA context growth, NCCL and cuBLAS workspaces: a constant on one GPU.
 - **CUDA graphs**: with graphs on, vLLM captures a few graphs to estimate their pool and deducts it.
   On the H200 it deducted none for the dense models measured (no "Profiling CUDA graph memory" line)
@@ -32,8 +33,12 @@ MIB = 2**20
 NON_TORCH = int(0.22 * GIB)  # every H200 start logged 0.22-0.23 GiB
 SAMPLER_COPIES = 1.58  # the sampler's peak in fp32 logits (SmolLM2, Llama-3.1-8B at 2K tokens)
 MOE_FIXED = int(0.37 * GIB)  # MoE routing buffers besides the workspaces (Mixtral at 8K tokens)
-# Recurrent prefill kernels: bytes per batched token per element of one layer's temporal state
-RECURRENT_PER_TOKEN_STATE = {"mamba1": 0.46, "mamba2": 0.10, "gdn": 0.42, "kda": 7.37}
+# Recurrent prefill kernels: bytes per profile-run request per element of one layer's temporal state. The
+# kernels keep one state per request (fp32 chunk and final states), so the term follows the dummy batch's
+# request count, min(max_num_seqs, max_num_batched_tokens), not its tokens: Nemotron-H's peak barely moved
+# from 8,192 to 2,048 batched tokens (1.93 / 1.88 GiB, 1,024 requests both) and Kimi-Linear's fell from
+# 30.55 to 2.90 GiB with --max-num-seqs 64.
+RECURRENT_PER_ROW_STATE = {"mamba1": 3.68, "mamba2": 0.80, "gdn": 3.39, "kda": 58.9}
 MXFP4_EXTRA_PER_TOKEN = 5.2  # triton_kernels' MXFP4 MoE: x topk x 2I x 2 bytes more than the Triton workspaces
 # CUDA-graph pool estimate per mode: (first capture, per further graph); gpt-oss-20b on the H200
 CUDAGRAPH_PIECEWISE = (180 * MIB, 4 * MIB)
@@ -94,15 +99,15 @@ def forward_peak(spec: ModelSpec, tokens: int, shape: EngineShape) -> tuple[int,
     return (moe, what) if moe >= dense else (dense, "MLP")
 
 
-def recurrent_extra(spec: ModelSpec, tokens: int, tp: int) -> int:
+def recurrent_extra(spec: ModelSpec, rows: int, tp: int) -> int:
     extra = 0.0
-    for family, k in RECURRENT_PER_TOKEN_STATE.items():
+    for family, k in RECURRENT_PER_ROW_STATE.items():
         layers = [
             layer for layer in spec.layers if layer.kind in RECURRENT and layer.state and layer.state.family == family
         ]
         if layers:
             assert layers[0].state is not None
-            extra += k * tokens * layers[0].state.elements(tp)[1]
+            extra += k * rows * layers[0].state.elements(tp)[1]
     return int(extra)
 
 
@@ -112,7 +117,7 @@ def activation_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
     sampler = int(SAMPLER_COPIES * rows * padded_vocab(spec.vocab_size, shape.tp) // shape.tp * 4)
     forward, what = forward_peak(spec, tokens, shape)
     carried = 2 * tokens * spec.hidden_size * 2
-    extra = recurrent_extra(spec, tokens, shape.tp)
+    extra = recurrent_extra(spec, rows, shape.tp)
     top = f"sampler ({rows} rows)" if sampler >= forward else what
     return max(sampler, forward) + carried + extra, f"{top} at {tokens:,} batched tokens"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -99,20 +100,45 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def resolve_model(model: str) -> Resolved:
+def _is_sub_config(key: str, value: Any) -> bool:
+    """A nested model config (``text_config``, ``vision_config``...), which vLLM's overrides update in
+    place; every other key, dict-valued ones like ``rope_scaling`` included, is replaced whole."""
+    return isinstance(value, dict) and key.endswith("_config") and key != "quantization_config"
+
+
+def apply_overrides(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """config.json with vLLM's ``--hf-overrides`` put over it, as vLLM 0.25 applies them."""
+    out = dict(config)
+    for key, value in overrides.items():
+        if _is_sub_config(key, out.get(key)) and isinstance(value, Mapping):
+            out[key] = apply_overrides(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _spec(config: dict[str, Any], name: str, source: str, overrides: Mapping[str, Any] | None) -> ModelSpec:
+    if overrides:
+        config = apply_overrides(config, overrides)
+        source = f"{source} with --hf-overrides {json.dumps(dict(overrides), sort_keys=True)}"
+    return spec_from_config(config, name=name, source=source)
+
+
+def resolve_model(model: str, overrides: Mapping[str, Any] | None = None) -> Resolved:
+    """The model's spec; ``overrides`` (vLLM's --hf-overrides) are put over its config first."""
     if model in preset_names():
         config, meta = load_preset(model)
-        spec = spec_from_config(config, name=model, source=meta.get("source", ""))
+        spec = _spec(config, model, meta.get("source", ""), overrides)
         return Resolved(spec, meta, model_id=str(config.get("_name_or_path") or model))
     path = Path(model).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
-        spec = spec_from_config(_read_json(path / "config.json"), name=path.name, source=str(path))
+        spec = _spec(_read_json(path / "config.json"), path.name, str(path), overrides)
         return Resolved(spec, {}, *local_weights(path), model_id=str(path))
     if path.is_file():
-        return Resolved(spec_from_config(_read_json(path), name=path.stem, source=str(path)))
+        return Resolved(_spec(_read_json(path), path.stem, str(path), overrides))
     cached = _hf_cache_config(model) if "/" in model else None
     if cached is not None:
-        spec = spec_from_config(_read_json(cached), name=model, source=f"HF cache {cached.parent}")
+        spec = _spec(_read_json(cached), model, f"HF cache {cached.parent}", overrides)
         return Resolved(spec, {}, *local_weights(cached.parent), model_id=model)
     raise UsageError(
         f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache",

@@ -75,3 +75,43 @@ def test_a_log_brings_its_own_flags(tmp_path: Path, capsys: pytest.CaptureFixtur
     main(shlex.split(f"plan {ROOT / 'benchmarks/gpu/models/llama-3.1-8b'} --gpu h200 --calibrate {log} --json"))
     out = capsys.readouterr().out
     assert "--max-num-batched-tokens 2048" in out and "--enforce-eager" in out  # the printed command is the log's
+
+
+def test_hf_overrides_change_the_architecture_planned() -> None:
+    """--hf-overrides as vLLM applies it: a chunk size of 0 turns Llama-4's chunked local attention off,
+    so every layer holds the whole context and fewer tokens fit."""
+    model = str(ROOT / "benchmarks/gpu/models/llama-4-scout-16l")
+    args = parse_engine_args(f"vllm serve {model} --hf-overrides '{{\"attention_chunk_size\": 0}}'")
+    assert args.config_overrides() == {"attention_chunk_size": 0}
+    assert "--hf-overrides" in args.tokens  # kept on the printed command line
+    base = PlanRequest(gpu_name="h200", gpu_bytes=141 * GIB, bandwidth_gbs=None, context=32768, concurrency=1,
+                       quant=None, kv_dtype="auto")  # fmt: skip
+    req = with_engine_args(base, args)
+    chunked = make_plan(resolve_model(model), req)
+    overridden = resolve_model(model, args.config_overrides())
+    full = make_plan(overridden, req)
+    assert full.capacity.tokens < 0.7 * chunked.capacity.tokens
+    assert "--hf-overrides" in overridden.spec.source
+
+
+def test_hf_overrides_update_nested_configs_and_replace_the_rest() -> None:
+    from servelab.plan.resolve import apply_overrides
+
+    config = {"text_config": {"a": 1, "b": 2}, "rope_scaling": {"type": "yarn", "factor": 4}, "x": 1}
+    out = apply_overrides(config, {"text_config": {"b": 3}, "rope_scaling": {"factor": 8}, "y": [1]})
+    assert out == {"text_config": {"a": 1, "b": 3}, "rope_scaling": {"factor": 8}, "x": 1, "y": [1]}
+    assert config["text_config"] == {"a": 1, "b": 2}  # the input is left as it was
+
+
+@pytest.mark.parametrize("bad", ["'{not json'", "'[1, 2]'", "'3'"])
+def test_hf_overrides_must_be_a_json_object(bad: str) -> None:
+    with pytest.raises(UsageError, match="--hf-overrides"):
+        parse_engine_args(f"--hf-overrides {bad}")
+
+
+def test_a_logs_hf_overrides_are_read_back() -> None:
+    log = ROOT / "docs/data/h200-capacity-2026-12-01/llama4-nochunk-e8k.log.gz"
+    with gzip.open(log, "rt") as handle:
+        args = engine_args_from_log(handle.read())
+    assert args is not None and args.config_overrides() == {"attention_chunk_size": 0}
+    assert "--hf-overrides" in args.tokens

@@ -27,12 +27,22 @@ STARTS = {  # log -> model folder
     NEW / "jamba-e8k.log.gz": "jamba-mini-1.7",
     NEW / "kimi-e8k.log.gz": "kimi-linear-48b-a3b",
     NEW / "dsv2lite-e2k.log.gz": "deepseek-v2-lite",
+    NEW / "granite-hf-e8k.log.gz": "granite-4.0-h-tiny",  # with --hf-overrides (legacy layer_types)
+    NEW / "falcon-long-e8k.log.gz": "falcon-h1-7b",
+    NEW / "nemotron-e2k.log.gz": "nemotron-nano-9b-v2",
+    NEW / "kimi-s64-e8k.log.gz": "kimi-linear-48b-a3b",
+    NEW / "jamba-e2k.log.gz": "jamba-mini-1.7",
+    NEW / "llama4-s64-e8k.log.gz": "llama-4-scout-16l",
     OLD / "deepseek-v2-lite.log": "deepseek-v2-lite",
     OLD / "gemma-3-27b-text.log": "gemma-3-27b-text",
     OLD / "qwen3-next-80b-a3b-fp8.log": "qwen3-next-80b-a3b-fp8",
 }
+# within 1% on KV, but the profile-run peak is modelled more than 0.25 GiB off (docs/plan-calibration.md)
+PEAK_OFF = {NEW / "granite-hf-e8k.log.gz", NEW / "falcon-long-e8k.log.gz", NEW / "llama4-s64-e8k.log.gz"}
 MISSES = {  # documented: the plan is off by more than 1% here
     NEW / "llama4-e8k.log.gz": "llama-4-scout-16l",  # its profile-run peak (3.30 GiB) is modelled at 1.37
+    NEW / "llama4-e2k.log.gz": "llama-4-scout-16l",  # 2.96 GiB, modelled at 1.26
+    NEW / "llama4-nochunk-e8k.log.gz": "llama-4-scout-16l",  # no chunked attention: the same 3.30 GiB peak
     OLD / "laguna-s-2.1-dummy.log": "laguna-s-2.1-dummy",  # CUDA-graph estimate 2.21 GiB, modelled 0.42
 }
 
@@ -42,8 +52,9 @@ def planned(log: Path, folder: str):  # type: ignore[no-untyped-def]
     base = PlanRequest(gpu_name=card.key, gpu_bytes=card.memory_bytes, bandwidth_gbs=None, context=32768,
                        concurrency=1, quant=None, kv_dtype="auto", cuda_total_bytes=card.cuda_total_bytes)  # fmt: skip
     reported = read_reported(str(log))
-    resolved = resolve_model(str(MODELS / folder))
     request = engine_request(base, None, reported)
+    assert request.engine_args is not None
+    resolved = resolve_model(str(MODELS / folder), request.engine_args.config_overrides())
     plan = make_plan(resolved, request)
     return plan, reported, compare_with(resolved, request, plan, reported)
 
@@ -53,7 +64,7 @@ def test_the_plan_lands_within_one_percent_of_vllm(log: Path, folder: str) -> No
     plan, reported, _ = planned(log, folder)
     assert reported.tokens and abs(plan.capacity.tokens - reported.tokens) / reported.tokens < 0.01
     assert abs(plan.weights.bytes - (reported.weights_bytes or 0)) < 0.25 * GIB
-    if reported.torch_peak_bytes is not None:  # DEBUG logs: the profile run's own figures
+    if reported.torch_peak_bytes is not None and log not in PEAK_OFF:  # DEBUG logs: the profile run's own figures
         assert abs(plan.overhead_parts["activation"] - reported.torch_peak_bytes) < 0.25 * GIB
         assert abs(plan.overhead_parts["non_torch"] - (reported.non_torch_bytes or 0)) < 0.02 * GIB
         assert abs(plan.overhead_parts["cudagraphs"] - (reported.cudagraph_bytes or 0)) < 0.02 * GIB
@@ -67,3 +78,21 @@ def test_the_documented_misses_are_still_misses(log: Path, folder: str) -> None:
     # the capacity rules stay exact for them: given vLLM's own KV memory, its token count (log rounding aside)
     same = comparison.predicted_tokens_same_pool
     assert same is not None and abs(same - reported.tokens) / reported.tokens < 0.001
+
+
+def test_the_recurrent_term_follows_the_dummy_requests_not_the_tokens() -> None:
+    """vLLM's profile run splits max_num_batched_tokens over min(max_num_seqs, tokens) requests and the
+    recurrent kernels keep one state per request: Kimi-Linear's peak fell 30.55 -> 2.90 GiB at
+    --max-num-seqs 64, Nemotron-H's stayed 1.93 / 1.88 GiB from 8K to 2K tokens (1,024 requests both)."""
+    from servelab.plan.overhead import EngineShape, activation_peak, recurrent_extra
+
+    kimi = resolve_model(str(MODELS / "kimi-linear-48b-a3b")).spec
+    kda = next(layer.state for layer in kimi.layers if layer.state is not None and layer.state.family == "kda")
+    assert recurrent_extra(kimi, 1024, 1) == pytest.approx(16 * recurrent_extra(kimi, 64, 1), rel=1e-6)
+    assert recurrent_extra(kimi, 64, 1) == pytest.approx(58.9 * 64 * kda.elements(1)[1], rel=1e-6)
+    nemotron = resolve_model(str(MODELS / "nemotron-nano-9b-v2")).spec
+    at_8k = activation_peak(nemotron, EngineShape(max_num_batched_tokens=8192, max_num_seqs=1024))[0]
+    at_2k = activation_peak(nemotron, EngineShape(max_num_batched_tokens=2048, max_num_seqs=1024))[0]
+    at_512 = activation_peak(nemotron, EngineShape(max_num_batched_tokens=512, max_num_seqs=1024))[0]
+    assert at_8k - at_2k < 0.15 * GIB  # the same 1,024 requests: only the per-token buffers differ
+    assert at_2k - at_512 > 0.5 * GIB  # 512 requests: half the states
