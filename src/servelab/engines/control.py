@@ -22,14 +22,20 @@ VERSION = "/version"
 
 
 def tokenize_body(model: str, text: str) -> dict[str, Any]:
-    return {"model": model, "prompt": text}
+    """One body both engines read: vLLM and SGLang take ``prompt`` (vLLM ignores the other key), llama.cpp's
+    llama-server takes ``content``, with the special tokens its chat template adds, as vLLM counts them."""
+    return {"model": model, "prompt": text, "content": text, "add_special": True}
 
 
 def token_count(status: int, data: Any) -> int | None:
-    """/tokenize's answer as a count; None where the server has none or said something else."""
-    if status != 200 or not isinstance(data, dict) or not isinstance(data.get("count"), int):
+    """/tokenize's answer as a count (vLLM: ``count``; llama.cpp: the ``tokens`` list); None where the server
+    has none or said something else."""
+    if status != 200 or not isinstance(data, dict):
         return None
-    return int(data["count"])
+    if isinstance(data.get("count"), int) and not isinstance(data.get("count"), bool):
+        return int(data["count"])
+    tokens = data.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
 
 
 @dataclass

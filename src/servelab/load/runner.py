@@ -233,7 +233,7 @@ class ScenarioRun:
         for r in self.result.records:
             if r.error:
                 continue
-            if r.labels.phase != "warm" and r.cached_tokens:
+            if r.labels.phase != "warm" and cache_reached_unique_part(r):
                 self.result.warnings.append(
                     f"{r.request_id}: {r.cached_tokens} prompt tokens came from the prefix cache on a cold request"
                 )
@@ -248,6 +248,17 @@ class ScenarioRun:
                     f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
                     "honour ignore_eos/min_tokens, output lengths vary"
                 )
+
+
+SHARED_HEAD_TOKENS = 32  # a chat template's fixed head (llama.cpp's slots reuse SmolLM2's default system turn)
+
+
+def cache_reached_unique_part(record: RequestRecord) -> bool:
+    """A cold request's cached tokens reach past what every prompt shares before its unique head: the
+    template's fixed turn (a few tokens on llama.cpp, whose slots reuse any common prefix; none on vLLM, which
+    caches whole 16-token blocks) is not a warm cache."""
+    cached, prompt = record.cached_tokens or 0, record.prompt_tokens or 0
+    return cached > max(SHARED_HEAD_TOKENS, prompt // 20)
 
 
 def token_counter(api_base_url: str, model: str, api_key: str | None = None) -> Callable[[str], Awaitable[int | None]]:
