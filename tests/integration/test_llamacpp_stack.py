@@ -12,11 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from servelab.bench import resolve_targets
+from servelab.bench import Load, expand, resolve_targets, run_bench
 from servelab.bench.metrics import engine_values, figure
 from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
 from servelab.coexist.probes import WorkerProbe, WorkerSpec
 from servelab.core.store import RunStore
+from servelab.core.summary import ttft_ms
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.embedded import MODEL_NAME, EngineState
 from servelab.eval import EvalOptions, load_items, run_eval
@@ -147,3 +148,33 @@ def test_coexist_load_beside_llama_server(llamacpp_engine: EngineState, tmp_path
         (r.cached_tokens, r.prompt_tokens) for r in prefill
     ]
     assert all(r.server_timings is not None for r in prefill)  # llama.cpp's own view kept beside the client's
+
+
+def test_bench_streams_and_the_servers_own_series(llamacpp_engine: EngineState, tmp_path: Path) -> None:
+    targets = resolve_targets([("llamacpp", llamacpp_engine.url)])
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        result = run_bench(store, targets, expand(["concurrent-4"]), Load(requests=4, max_tokens=24),
+                           scrape_interval=0.2)  # fmt: skip
+    records = [r for r in result.records if r.scenario == "concurrent-4"]
+    assert len(records) == 4 and all(r.ok and r.completion_tokens == 24 for r in records)
+    assert all(r.server_timings and r.server_timings["predicted_n"] == 24 for r in records)
+    derived = result.metrics["llamacpp"]  # from its llamacpp: series, scraped while the four streams ran
+    assert isinstance(derived["samples"], int) and derived["samples"] >= 3
+    assert isinstance(derived["running_max"], float | int) and derived["running_max"] >= 2  # requests_processing
+
+
+def test_bench_cold_then_warm_prefix_on_llama_servers_slot_cache(llamacpp_engine: EngineState, tmp_path: Path) -> None:
+    """llama.cpp reuses a slot's common prefix token by token (no blocks): the warm request finds the whole
+    shared prefix cached and skips its prefill."""
+    targets = resolve_targets([("llamacpp", llamacpp_engine.url)])
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        load = Load(requests=1, max_tokens=4, prefix_tokens=600, warmup=0)
+        result = run_bench(store, targets, expand(["prefix-long"]), load, scrape_interval=0.2)
+    (cold,) = [r for r in result.records if r.scenario == "prefix-long:cold"]
+    (warm,) = [r for r in result.records if r.scenario == "prefix-long:warm"]
+    assert cold.ok and warm.ok and cold.prompt_tokens == warm.prompt_tokens
+    assert cold.prompt_tokens and 580 <= cold.prompt_tokens <= 700
+    assert not cache_reached_unique_part(cold)
+    assert warm.cached_tokens is not None and warm.cached_tokens >= 580
+    assert ttft_ms(warm) < ttft_ms(cold)  # type: ignore[operator]
+    assert not [w for w in result.warnings if "prefix cache" in w], result.warnings
