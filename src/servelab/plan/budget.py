@@ -13,6 +13,7 @@ from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.engines import (
+    LLAMACPP_UBATCH,
     Capacity,
     llamacpp_capacity,
     llamacpp_compute_bytes,
@@ -197,7 +198,7 @@ def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Rep
     """Set the plan beside what a running engine reported about itself."""
     if reported.engine == "llamacpp":  # the cache is sized by the flags alone: cells and bytes
         cap = llamacpp_capacity(resolved.spec, req.context * req.concurrency, req.concurrency,
-                                kv_dtype_bytes(req.kv_dtype), 0)  # fmt: skip
+                                kv_dtype_bytes(req.kv_dtype), 0, ubatch=reported.ubatch or LLAMACPP_UBATCH)  # fmt: skip
         kv_bytes = cap.bytes_per_sequence * req.concurrency
         return Comparison(reported, cap.tokens, kv_bytes, cap.tokens, 1)
     if reported.max_model_len:

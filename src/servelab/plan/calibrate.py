@@ -30,6 +30,8 @@ _LLAMA_KV = re.compile(
 _LLAMA_COMPUTE = re.compile(r"(\w+) compute buffer size = +([\d.]+) MiB")
 _LLAMA_CTX = re.compile(r"llama_context: n_ctx_seq += (\d+)")
 _LLAMA_SEQS = re.compile(r"llama_context: n_seq_max += (\d+)")
+_LLAMA_UBATCH = re.compile(r"llama_context: n_ubatch += (\d+)")
+_LLAMA_START = "llama_context: constructing llama_context"
 MIB = 2**20
 
 
@@ -51,6 +53,7 @@ class Reported:
     compute_buffer_bytes: int | None = None  # llama.cpp's compute buffers, all backends
     slots: int | None = None  # llama.cpp's n_seq_max
     kv_type: str | None = None  # llama.cpp's K cache type (f16, q8_0, ...)
+    ubatch: int | None = None  # llama.cpp's n_ubatch (-ub): an SWA cache keeps its window plus one
 
 
 def _num(text: str) -> int:
@@ -136,15 +139,20 @@ class Comparison:
 
 
 def parse_llamacpp_log(text: str, source: str = "log") -> Reported:
-    """llama-server's start-up lines: the KV cache (cells, bytes) and the compute buffers."""
-    kv = _LLAMA_KV.findall(text)[-1]
+    """llama-server's start-up lines: the KV cache (cells, bytes) and the compute buffers. A model with
+    sliding-window layers gets two caches (``llama_kv_cache_iswa``: non-SWA first, then SWA): the tokens are
+    the non-SWA cache's, the bytes both together."""
+    text = text[text.rfind(_LLAMA_START) :] if _LLAMA_START in text else text  # the last start only
+    caches = _LLAMA_KV.findall(text)
+    kv = caches[0]
     compute = _LLAMA_COMPUTE.findall(text)
-    per_seq, seqs = _LLAMA_CTX.findall(text), _LLAMA_SEQS.findall(text)
+    per_seq, seqs, ubatch = _LLAMA_CTX.findall(text), _LLAMA_SEQS.findall(text), _LLAMA_UBATCH.findall(text)
     return Reported(
         source=source,
         tokens=int(kv[1]) * int(kv[4]),  # cells per stream x streams (one per slot unless --kv-unified)
         max_model_len=int(per_seq[-1]) if per_seq else None,
-        available_bytes=round(float(kv[0]) * MIB),
+        available_bytes=round(sum(float(cache[0]) for cache in caches) * MIB),
+        ubatch=int(ubatch[-1]) if ubatch else None,
         engine="llamacpp",
         compute_buffer_bytes=round(sum(float(size) for _, size in compute) * MIB) if compute else None,
         slots=int(seqs[-1]) if seqs else None,

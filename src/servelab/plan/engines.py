@@ -97,15 +97,18 @@ def llamacpp_capacity(
     swa_full: bool = False,
     model_bytes: int = 2,
     unified: bool = False,
+    ubatch: int = LLAMACPP_UBATCH,
 ) -> Capacity:
     """llama-server: -c N is split across -np slots; SWA layers keep their window plus a micro-batch per
-    slot (padded to 256) unless --swa-full; the cache is allocated whole at start."""
+    slot (padded to 256; one window per slot in a unified cache) unless --swa-full; the cache is allocated
+    whole at start (``llama_kv_cache_iswa``)."""
     cells, per_slot = llamacpp_cells(context, parallel, unified)
     full = sum(layer.kv_bytes_per_token(kv_bytes) for layer in spec.layers if layer.kind != "sliding")
     swa = 0.0
     for layer in spec.layers:
         if layer.kind == "sliding" and layer.window:
-            kept = per_slot if swa_full else _pad(min(per_slot, layer.window + LLAMACPP_UBATCH))
+            window = layer.window * (parallel if unified else 1) + ubatch
+            kept = per_slot if swa_full else _pad(min(per_slot, window))
             swa += layer.kv_bytes_per_token(kv_bytes) * kept
     per_seq = int(full * per_slot + swa + spec.state_bytes_per_sequence(model_bytes))
     return Capacity(
