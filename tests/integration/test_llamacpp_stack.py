@@ -178,3 +178,17 @@ def test_bench_cold_then_warm_prefix_on_llama_servers_slot_cache(llamacpp_engine
     assert warm.cached_tokens is not None and warm.cached_tokens >= 580
     assert ttft_ms(warm) < ttft_ms(cold)  # type: ignore[operator]
     assert not [w for w in result.warnings if "prefix cache" in w], result.warnings
+
+
+def test_the_gateway_counts_a_chat_with_llama_servers_own_tokenizer(llamacpp_engine: EngineState) -> None:
+    """llama-server's /tokenize takes text only (a chat gets an empty list back, which is not 0 tokens): the
+    gateway renders the chat with its /apply-template first, so the count is the prompt llama.cpp will see."""
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x1 " * 270}], "max_tokens": 1}
+    cfg = _gateway(llamacpp_engine.url)
+    cfg.policy.prefill_threshold_tokens = 200  # ~202 tokens by bytes: inside the band, so counted exactly
+    direct = asyncio.run(StreamClient(llamacpp_engine.url).send("chat", dict(body)))
+    with running(cfg) as (url, _):
+        reply = httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    tokens, method = reply.headers["x-servelab-tokens"].split(";")
+    assert method == "tokenize" and direct.prompt_tokens is not None
+    assert abs(int(tokens) - direct.prompt_tokens) <= 2  # the same template, the same tokenizer

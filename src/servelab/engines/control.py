@@ -17,6 +17,7 @@ from servelab.engines.prometheus import MetricSample, parse_exposition
 
 HEALTH = "/health"
 TOKENIZE = "/tokenize"
+APPLY_TEMPLATE = "/apply-template"  # llama.cpp's chat template applied, as text (its /tokenize takes text only)
 METRICS = "/metrics"
 VERSION = "/version"
 

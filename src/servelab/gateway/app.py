@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from servelab.engines.control import TOKENIZE, token_count
+from servelab.engines.control import APPLY_TEMPLATE, TOKENIZE, token_count
 from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
@@ -117,13 +117,23 @@ class Gateway:
         return [r for r in order if r in self.clients]
 
     async def exact_tokens(self, body: dict[str, Any]) -> int | None:
+        """The local engine's own count: vLLM's /tokenize takes the chat as it is; llama.cpp's takes text
+        only (it answers an empty list for a chat), so there the chat is rendered by its /apply-template first."""
         payload: dict[str, Any] = {k: body[k] for k in ("messages", "prompt", "tools") if k in body}
         payload["model"] = body.get("model", "")
         try:
-            status, data = await self.clients[LOCAL].post(TOKENIZE, orjson.dumps(payload), 10, root=True)
-            return token_count(status, orjson.loads(data) if status == 200 else None)
-        except (UpstreamError, TimeoutError, ValueError):
+            count = await self._tokenize(payload)
+            if count or "messages" not in payload:
+                return count
+            status, data = await self.clients[LOCAL].post(APPLY_TEMPLATE, orjson.dumps(payload), 10, root=True)
+            prompt = orjson.loads(data).get("prompt") if status == 200 else None
+            return await self._tokenize({"content": prompt, "add_special": True}) if isinstance(prompt, str) else None
+        except (UpstreamError, TimeoutError, ValueError, AttributeError):
             return None
+
+    async def _tokenize(self, payload: dict[str, Any]) -> int | None:
+        status, data = await self.clients[LOCAL].post(TOKENIZE, orjson.dumps(payload), 10, root=True)
+        return token_count(status, orjson.loads(data) if status == 200 else None)
 
     # ---- requests --------------------------------------------------------------------------------------
     def client_denied(self, request: Request) -> Response | None:
