@@ -8,12 +8,10 @@ PY=${PYTHON:-.venv/bin/python}
 BIN=$($PY -c 'from servelab.engines.llamacpp_build import binary_path; print(binary_path())')
 GGUF=$($PY -c 'from servelab.engines.convert_gguf import find_gguf; print(find_gguf())')
 PORT=${PORT:-18798}
+source "$(dirname "$0")/llamacpp/start_once.sh"
 run() {
   local name=$1; shift
-  "$BIN" -m "$GGUF" --port "$PORT" -lv 4 -t 2 "$@" >"$OUT/$name.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 120); do grep -q "listening on\|error" "$OUT/$name.log" && break; sleep 0.5; done
-  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  start_once "$name" "$GGUF" -t 2 "$@"
   echo "$name: $(grep -E 'llama_kv_cache: size' "$OUT/$name.log" | sed 's/.*size =/size =/') | $(grep 'compute buffer size' "$OUT/$name.log" | sed 's/.*compute/compute/')"
 }
 run c8k-np2 -c 8192 -np 2

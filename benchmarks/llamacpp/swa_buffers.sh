@@ -8,12 +8,10 @@ PY=${PYTHON:-.venv/bin/python}
 BIN=$($PY -c 'from servelab.engines.llamacpp_build import binary_path; print(binary_path())')
 $PY benchmarks/llamacpp/swa_model.py "$OUT/model" || exit 1
 PORT=${PORT:-18799}
+source "$(dirname "$0")/start_once.sh"
 run() {
   local name=$1; shift
-  "$BIN" -m "$OUT/model/tiny-gemma3.gguf" --port "$PORT" -lv 4 -t 1 "$@" >"$OUT/$name.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 120); do grep -q "listening on\|error" "$OUT/$name.log" && break; sleep 0.5; done
-  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  start_once "$name" "$OUT/model/tiny-gemma3.gguf" -t 1 "$@"
   echo "$name: $(grep -E 'creating|llama_kv_cache: size' "$OUT/$name.log" | sed 's/.*: //' | tr '\n' ' ')"
   gzip -f "$OUT/$name.log"
 }
