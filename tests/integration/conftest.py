@@ -11,13 +11,17 @@ from servelab.engines.embedded import EmbeddedEngine, EngineSettings, EngineStat
 TEST_PORT = 18765
 
 
-@pytest.fixture(scope="session")
-def engine() -> Iterator[EngineState]:
-    embedded = EmbeddedEngine(EngineSettings(port=TEST_PORT, instance="test-engine"))
-    state = embedded.up()
+def _served(server: EmbeddedEngine) -> Iterator[EngineState]:
+    """Up for the session; stopped at its end unless it was already running (then it is left as found)."""
+    state = server.up()
     yield state
     if not state.reused:
-        embedded.down()
+        server.down()
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[EngineState]:
+    yield from _served(EmbeddedEngine(EngineSettings(port=TEST_PORT, instance="test-engine")))
 
 
 @pytest.fixture(scope="session")
@@ -37,13 +41,8 @@ def external_engine(engine: EngineState) -> Iterator[EngineState]:
     import os
 
     os.environ[EXTERNAL_KEY_ENV] = EXTERNAL_KEY
-    second = EmbeddedEngine(
-        EngineSettings(port=EXTERNAL_PORT, instance="test-external", extra_args=("--api-key", EXTERNAL_KEY))
-    )
-    state = second.up()
-    yield state
-    if not state.reused:
-        second.down()
+    settings = EngineSettings(port=EXTERNAL_PORT, instance="test-external", extra_args=("--api-key", EXTERNAL_KEY))
+    yield from _served(EmbeddedEngine(settings))
 
 
 LLAMACPP_PORT = 18767
@@ -54,8 +53,4 @@ def llamacpp_engine() -> Iterator[EngineState]:
     """llama.cpp's own llama-server (built once into the cache by make test) serving SmolLM2's GGUF."""
     from servelab.engines.llamacpp import LlamaServerEngine, llamacpp_settings
 
-    server = LlamaServerEngine(llamacpp_settings(port=LLAMACPP_PORT, instance="test-llamacpp"))
-    state = server.up()
-    yield state
-    if not state.reused:
-        server.down()
+    yield from _served(LlamaServerEngine(llamacpp_settings(port=LLAMACPP_PORT, instance="test-llamacpp")))
