@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from servelab.engines.control import APPLY_TEMPLATE, TOKENIZE, token_count
+from servelab.engines.control import APPLY_TEMPLATE, TOKENIZE, token_count, tokenize_body
 from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
@@ -127,7 +127,7 @@ class Gateway:
                 return count
             status, data = await self.clients[LOCAL].post(APPLY_TEMPLATE, orjson.dumps(payload), 10, root=True)
             prompt = orjson.loads(data).get("prompt") if status == 200 else None
-            return await self._tokenize({"content": prompt, "add_special": True}) if isinstance(prompt, str) else None
+            return await self._tokenize(tokenize_body(payload["model"], prompt)) if isinstance(prompt, str) else None
         except (UpstreamError, TimeoutError, ValueError, AttributeError):
             return None
 
