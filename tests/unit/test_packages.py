@@ -13,8 +13,8 @@ import pytest
 import servelab
 
 PUBLIC: dict[str, list[str]] = {
-    "servelab.bench": ["BenchResult", "Load", "Row", "RunComparison", "SLO", "Scenario", "Target", "at_levels",
-                       "at_rates", "compare_runs", "expand",
+    "servelab.bench": ["BenchResult", "Bottleneck", "Load", "Row", "RunComparison", "SLO", "Scenario", "Step",
+                       "Target", "at_levels", "at_rates", "bottleneck", "compare_runs", "expand",
                        "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench", "scenario_names", "search_slo",
                        "side_by_side"],
     "servelab.check": ["CheckOptions", "CheckOutcome", "STEPS", "StepResult", "default_report_path", "failure_notes",
@@ -23,8 +23,9 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.coexist": ["AudioFormat", "CONDITIONS", "CoexistOptions", "CoexistResult", "HttpAudioProbe", "LlmLoad",
                          "Probe", "WorkerProbe", "WorkerSpec", "parse_sharing", "run_coexist", "stored_result"],
     "servelab.core": [],
-    "servelab.core.results": ["Accuracy", "AnyResult", "BenchRun", "Cell", "Channel", "CheckRun", "CheckStep",
-                              "CoexistRun", "ConditionFigures", "EngineMetrics", "EvalRun", "Facts", "ListenerFigures",
+    "servelab.core.results": ["Accuracy", "AnyResult", "BenchRun", "Bottleneck", "Cell", "Channel", "CheckRun",
+                              "CheckStep", "ClientLoad", "CoexistRun", "ConditionFigures", "EngineMetrics", "EvalRun",
+                              "Facts", "Goodput", "Limit", "ListenerFigures",
                               "LlmFigures", "Paired", "PairedTest", "PlanFigures", "PlanRun", "Repeats", "Replay",
                               "Reply", "RepoRun", "RepoTarget", "Resolved", "Row", "RunResult", "Scalar",
                               "SloSearch", "Status", "Step", "TargetEval", "VERSIONS", "load_result", "save_result"],
@@ -38,10 +39,11 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.eval.suites": [],
     "servelab.gateway": ["Gateway", "GatewayConfig", "Router", "default_workers", "load_config", "run", "running",
                          "serve"],
-    "servelab.load": ["Arrivals", "ClosedLoop", "ColdThenWarm", "Load", "OpenLoop", "Scenario", "ScenarioResult",
-                      "ScenarioRun", "Sink", "Target", "TargetSpec", "arrivals_for", "described", "expand",
-                      "filler_text", "fit_filler", "load_scenario", "parse_target", "payload", "read_prompts",
-                      "resolve", "resolve_all", "scenario_names", "target_specs", "token_counter"],
+    "servelab.load": ["Arrivals", "ClientMonitor", "ClosedLoop", "ColdThenWarm", "Load", "OpenLoop", "Scenario",
+                      "ScenarioResult", "ScenarioRun", "Share", "Sink", "Target", "TargetSpec", "arrivals_for",
+                      "default_workers", "described", "expand", "filler_text", "fit_filler", "load_scenario",
+                      "parse_target", "payload", "read_prompts", "resolve", "resolve_all", "run_in_workers",
+                      "scenario_names", "target_specs", "token_counter"],
     "servelab.plan": ["CacheLayer", "Comparison", "EngineArgs", "GIB", "GPUS", "ModelSpec", "Plan", "PlanRequest",
                       "QUANTS", "UnknownArchitecture", "VllmOptions", "compare_with", "engine_request", "gpu",
                       "make_plan", "parse_alongside", "parse_engine_args", "parse_size", "parse_tokens",
@@ -49,8 +51,8 @@ PUBLIC: dict[str, list[str]] = {
                       "with_engine_args"],
     "servelab.report": ["build_sections", "compare_table", "plot_intervals", "print_section", "rich_table", "section",
                         "section_tables", "summary_table", "write_report"],
-    "servelab.testing": ["FakeServer", "MODES", "Scripted", "ScriptedStream", "SinkShape", "free_port",
-                         "loop_in_thread", "serve", "sse_chat"],
+    "servelab.testing": ["FakeServer", "MODES", "Scripted", "ScriptedStream", "SimEngine", "SinkShape", "free_port",
+                         "loop_in_thread", "serve", "serve_sim", "sse_chat"],
 }  # fmt: skip
 
 PACKAGES = sorted(m.name for m in pkgutil.walk_packages(servelab.__path__, "servelab.") if m.ispkg)

@@ -4,20 +4,24 @@ from servelab.bench.compare import rows_to_dicts, side_by_side
 from servelab.bench.run import BenchResult, at_levels, at_rates, resolve_targets, run_bench, search_slo
 from servelab.bench.runs import RunComparison, compare_runs
 from servelab.bench.slo import SLO, parse_slo
-from servelab.core.results import Row
+from servelab.bench.verdict import bottleneck
+from servelab.core.results import Bottleneck, Row, Step
 from servelab.load.runner import Load, Target
 from servelab.load.scenarios import Scenario, expand, scenario_names
 
 __all__ = [
     "SLO",
     "BenchResult",
+    "Bottleneck",
     "Load",
     "Row",
     "RunComparison",
     "Scenario",
+    "Step",
     "Target",
     "at_levels",
     "at_rates",
+    "bottleneck",
     "compare_runs",
     "expand",
     "parse_slo",

@@ -40,6 +40,11 @@ SERIES: dict[str, tuple[str, ...]] = {
         "llamacpp:tokens_predicted_total",
     ),
     "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
+    # the server's own clocks: TTFT (from its arrival) and the time in the engine's queue, as histogram sums
+    "server_ttft_sum": ("vllm:time_to_first_token_seconds_sum", "sglang:time_to_first_token_seconds_sum"),
+    "server_ttft_count": ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count"),
+    "queue_time_sum": ("vllm:request_queue_time_seconds_sum", "sglang:queue_time_seconds_sum"),
+    "queue_time_count": ("vllm:request_queue_time_seconds_count", "sglang:queue_time_seconds_count"),
 }
 
 

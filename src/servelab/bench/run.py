@@ -13,17 +13,19 @@ from typing import Any
 from servelab.bench.compare import side_by_side
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
+from servelab.bench.verdict import bottleneck
 from servelab.core.errors import UsageError
 from servelab.core.recorder import RunRecorder
 from servelab.core.records import RequestRecord
-from servelab.core.results import BenchRun, EngineMetrics, Row, Scalar, SloSearch, Step
+from servelab.core.results import BenchRun, EngineMetrics, Goodput, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
-from servelab.core.summary import summarize
+from servelab.core.summary import active_window_ns, summarize
 from servelab.engines.manifest import build_manifest
-from servelab.load.arrivals import ClosedLoop, arrivals_for
+from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
 from servelab.load.scenarios import Scenario
 from servelab.load.targets import TargetSpec, resolve_all
+from servelab.load.workers import default_workers, run_in_workers
 
 SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_tokens")
 
@@ -69,8 +71,12 @@ async def _run_target_scenario(
 ) -> tuple[ScenarioResult, list[Any]]:
     scraper = Scraper(target.url, interval=scrape_interval)
     scraper.start()
+    workers = load.workers or default_workers(load, scenario)
     try:
-        result = await ScenarioRun(target, scenario, load, sink).run()
+        if workers > 1:
+            result = await run_in_workers(target, scenario, load, sink, workers=workers)
+        else:
+            result = await ScenarioRun(target, scenario, load, sink).run()
     finally:
         samples = await scraper.stop()
     return result, samples
@@ -88,9 +94,10 @@ class BenchSession:
         args: dict[str, Any] | None,
         on_record: Callable[[RequestRecord], None] | None = None,
         scrape_interval: float = 0.5,
+        goodput: SLO | None = None,
     ) -> None:
         manifest = build_manifest(kind, args or {}, {t.name: t.url for t in targets}, manifest_extra)
-        self.store, self.scrape_interval = store, scrape_interval
+        self.store, self.scrape_interval, self.goodput = store, scrape_interval, goodput
         self.recorder = RunRecorder(store, kind, manifest, on_record)
         self.run_id = self.recorder.run_id
         self.result = BenchResult(self.run_id)
@@ -111,10 +118,19 @@ class BenchSession:
         _warn_busy(res, target, scenario, load, derived)
         self.result.results.append(res)
         self.samples[target.name] += got
+        open_loop = isinstance(arrivals_for(load, scenario), OpenLoop)
         for label in sorted({r.scenario for r in res.records}):
             mine = [r for r in res.records if r.scenario == label]
             self.stored.steps.append(
-                Step(target=target.name, scenario=label, labels=mine[0].labels, summary=summarize(mine))
+                Step(
+                    target=target.name,
+                    scenario=label,
+                    labels=mine[0].labels,
+                    summary=summarize(mine),
+                    clients=res.clients,
+                    bottleneck=bottleneck(mine, got, res.clients, open_loop),
+                    goodput=_goodput(mine, self.goodput),
+                )
             )
         self.recorder.result(self.stored)
         return res
@@ -198,6 +214,7 @@ def run_bench(
     on_step: Callable[[str, str], None] | None = None,
     scrape_interval: float = 0.5,
     args: dict[str, Any] | None = None,
+    goodput: SLO | None = None,
 ) -> BenchResult:
     """Every scenario on every target; records stored as they finish, summaries at the end of each step."""
     refuse_too_long(targets, scenarios, load)
@@ -209,6 +226,7 @@ def run_bench(
         args,
         on_record,
         scrape_interval,
+        goodput,
     )
     steps = (
         [(t, s) for s in scenarios for t in targets]
@@ -308,6 +326,19 @@ def _warn_busy(res: ScenarioResult, target: Target, scenario: Scenario, load: Lo
             f"{target.name}'s /metrics counted {running:g} requests running while this step sent at most "
             f"{pattern.concurrency}: other clients were using the server, and its figures include their load"
         )
+
+
+def _goodput(records: Sequence[RequestRecord], slo: SLO | None) -> Goodput | None:
+    """Requests within the SLO per second of the step's active window (errors are never good)."""
+    if slo is None:
+        return None
+    window = active_window_ns([r for r in records if r.ok]) / 1e9
+    met = sum(slo.good(r) for r in records)
+    return Goodput(
+        slo={"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms},
+        met=met,
+        requests_per_s=met / window if window else 0.0,
+    )
 
 
 def _metrics(samples: dict[str, list[Any]]) -> dict[str, EngineMetrics]:

@@ -15,6 +15,7 @@ from servelab.bench import (
     Load,
     Row,
     Scenario,
+    Step,
     Target,
     at_levels,
     at_rates,
@@ -99,6 +100,16 @@ def bench(
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1, help="Upper bound of the SLO search."),
     max_rate: float = typer.Option(64.0, "--max-rate", min=0.001, help="Upper bound of an SLO search over rate."),
     start_rate: float = typer.Option(0.5, "--start-rate", min=0.001, help="First rate of an SLO search over rate."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="Load-generating processes, each with its own event loop (default: one per 256 streams or 64 req/s, "
+        "up to half the cores).",
+    ),
+    goodput: str | None = typer.Option(
+        None, "--goodput", help="Count each step's requests within this SLO per second, like ttft=300ms,itl=50ms."
+    ),
     csv_out: Path | None = typer.Option(None, "--csv", help="Also write the side-by-side table as CSV."),
     store: Path | None = StoreOption,
     json_out: bool = JsonOption,
@@ -124,7 +135,9 @@ def bench(
         duration_s=duration,
         unique_prefix=unique,
         fixed_output=fixed_output,  # type: ignore[arg-type]
+        workers=workers,
     )
+    good = parse_slo(goodput) if goodput else None
     bar = steps(not json_out)
 
     if bad_lines not in ("stop", "skip"):
@@ -142,6 +155,8 @@ def bench(
         "rate_sweep": rate_sweep,
         "slo": slo,
         "slo_over": slo_over,
+        "workers": workers,
+        "goodput": goodput,
     }
     with open_store(store) as db, bar as progress:
 
@@ -153,7 +168,15 @@ def bench(
             _search(db, targets, scenarios, load, parse_slo(slo, slo_attainment), bounds, step, run_args, json_out)
             return
         result = run_bench(
-            db, targets, scenarios, load, order=order, on_step=step, on_record=progress.record, args=run_args
+            db,
+            targets,
+            scenarios,
+            load,
+            order=order,
+            on_step=step,
+            on_record=progress.record,
+            args=run_args,
+            goodput=good,
         )
     if csv_out:
         write_csv(result.rows, csv_out)
@@ -163,6 +186,7 @@ def bench(
                 "run_id": result.run_id,
                 "rows": rows_to_dicts(result.rows),
                 "steps": [s.model_dump(mode="json") for s in result.stored.steps],
+                "bottlenecks": bottlenecks(result.stored.steps),
                 "metrics": result.metrics,
                 "failed": result.stored.failed_steps(),
                 "warnings": result.warnings,
@@ -172,6 +196,11 @@ def bench(
         with open_store(store) as db:
             show_run(db, result.run_id)
     refuse_failed(result.stored)
+
+
+def bottlenecks(steps: list[Step]) -> dict[str, str]:
+    """``target/step`` -> what limited it."""
+    return {f"{s.target}/{s.scenario}": s.bottleneck.limit for s in steps if s.bottleneck}
 
 
 def parse_levels(text: str) -> list[int]:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from servelab.core.records import Labels, RequestRecord
+from servelab.core.results import ClientLoad
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.control import AsyncEngineAPI
 from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for, indices
+from servelab.load.monitor import ClientMonitor
 from servelab.load.scenarios import Scenario, filler_text
 
 CHAT_MARGIN = 64  # tokens a chat template and the system prompt add around a prompt
@@ -37,6 +41,7 @@ class Load:
     max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
     unique_prefix: bool = True  # False: byte-identical requests, to match another tool's workload exactly
     keep_cancelled: bool = False  # True: a request cut off by the run's end is recorded too (as cancelled)
+    workers: int | None = 1  # load-generating processes (None: chosen from the load and the cores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,26 @@ class ScenarioResult:
     records: list[RequestRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     stopped_early: str | None = None
+    clients: list[ClientLoad] = field(default_factory=list)  # one per load-generating process
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One process's part of a step: worker ``worker`` of ``workers``. A closed loop's streams are split between
+    the processes and take request indices from one shared counter; an open loop's arrivals are drawn from one
+    seeded schedule, every ``workers``-th to each, due from one start on the host's monotonic clock."""
+
+    worker: int = 0
+    workers: int = 1
+    streams: int | None = None  # closed loop: this process's streams (None: all of the pattern's)
+    take: Callable[[], int | None] | None = None  # closed loop: the next request index (None when all are taken)
+    start_ns: int | None = None  # perf_counter_ns (CLOCK_MONOTONIC, one clock for the host's processes)
+
+
+def counter(requests: int | None) -> Callable[[], int | None]:
+    """Request indices one process hands out in turn: 0, 1, ... ``requests`` of them (without end for None)."""
+    upcoming = iter(indices(requests))
+    return lambda: next(upcoming, None)
 
 
 def payload(
@@ -88,6 +113,7 @@ class ScenarioRun:
         self.labels = labels or Labels()  # what the caller adds (coexist: the condition)
         self.client = StreamClient(target.url, target=target.name, options=ClientOptions(api_key=target.api_key))
         self.result = ScenarioResult(target.name, scenario.name)
+        self.monitor = ClientMonitor()
         self._errors_in_row = 0
 
     def _record(self, label: str) -> RequestRecord:
@@ -106,6 +132,7 @@ class ScenarioRun:
     async def _one(self, index: int, scheduled_ns: int | None, *, nonce: str, label: str, keep: bool) -> RequestRecord:
         messages = self.scenario.messages(index, nonce)
         record = self._record(label)
+        self.monitor.sent()
         try:
             await self.client.send(
                 "chat",
@@ -118,6 +145,8 @@ class ScenarioRun:
                 self.result.records.append(record)
                 self.sink(record)
             raise
+        finally:
+            self.monitor.done()
         if keep:
             self.result.records.append(record)
             self.sink(record)
@@ -130,6 +159,18 @@ class ScenarioRun:
         return f"{uuid.uuid4().hex[:12]} {index}" if self.load.unique_prefix else ""
 
     async def run(self) -> ScenarioResult:
+        """The whole step in this process: fitted, warmed up, driven, its client load measured, checked."""
+        await self.prepare()
+        self.monitor.start()
+        try:
+            await self.drive(Share())
+        finally:
+            self.result.clients = [await self.monitor.stop()]
+        self.result.warnings += cache_warnings(self.result.records, self.load, self.scenario)
+        return self.result
+
+    async def prepare(self) -> None:
+        """What is done once per step before the measured load: lengths fitted to the target, the warm-up."""
         self.result.warnings += list(self.scenario.notes)
         if self.scenario.prefix_tokens and self.scenario.prefix_text is None:
             await self._fit_prefix()
@@ -139,15 +180,16 @@ class ScenarioRun:
             await self._reply_lengths()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
+
+    async def drive(self, share: Share) -> None:
+        """This process's share of the measured load."""
         match arrivals_for(self.load, self.scenario):
             case ColdThenWarm():
                 await self._cold_then_warm()
             case OpenLoop() as open_loop:
-                await self._open_loop(open_loop)
+                await self._open_loop(open_loop, share)
             case ClosedLoop(concurrency):
-                await self._closed_loop(concurrency)
-        self._check_cache()
-        return self.result
+                await self._closed_loop(concurrency, share)
 
     async def _fit_prefix(self) -> None:
         """Size the long prefix with the target's own /tokenize; say so when it has none."""
@@ -184,28 +226,34 @@ class ScenarioRun:
     async def _counter(self) -> Callable[[str], Awaitable[int | None]]:
         return token_counter(self.client.base, self.target.model, self.target.api_key)
 
-    async def _closed_loop(self, concurrency: int) -> None:
-        upcoming = iter(indices(self.load.requests))  # shared by the streams: each takes the next index
-        deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
+    def _deadline(self, start_ns: int) -> int | None:
+        return start_ns + int(self.load.duration_s * 1e9) if self.load.duration_s else None
 
-        async def worker() -> None:
-            while (i := next(upcoming, None)) is not None and not self._should_stop(deadline):
+    async def _closed_loop(self, concurrency: int, share: Share) -> None:
+        take = share.take or counter(self.load.requests)  # shared by the streams: each takes the next index
+        deadline = self._deadline(share.start_ns or time.perf_counter_ns())
+
+        async def stream() -> None:
+            while not self._should_stop(deadline) and (i := take()) is not None:
                 await self._one(i, time.perf_counter_ns(), nonce=self._unique(i), label=self.scenario.name, keep=True)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(stream() for _ in range(concurrency if share.streams is None else share.streams)))
 
-    async def _open_loop(self, arrivals: OpenLoop) -> None:
-        """Requests at scheduled times regardless of completions; latency also counts from the schedule."""
-        rate, start = arrivals.rate, time.perf_counter_ns()
+    async def _open_loop(self, arrivals: OpenLoop, share: Share) -> None:
+        """Requests at scheduled times regardless of completions; latency also counts from the schedule. Every
+        process draws the same schedule and sends its own part of it."""
+        rate, start = arrivals.rate, share.start_ns or time.perf_counter_ns()
         tasks: list[asyncio.Task[RequestRecord]] = []
-        deadline = time.monotonic() + self.load.duration_s if self.load.duration_s else None
-        for i, offset in zip(indices(self.load.requests), arrivals.offsets(), strict=False):
+        deadline, limit = self._deadline(start), math.ceil(self.load.max_in_flight / share.workers)
+        schedule = zip(indices(self.load.requests), arrivals.offsets(), strict=False)
+        for i, offset in itertools.islice(schedule, share.worker, None, share.workers):
             if self._should_stop(deadline):
                 break
             in_flight = sum(not t.done() for t in tasks)
-            if in_flight > self.load.max_in_flight:
+            if in_flight > limit:
                 self.result.stopped_early = (
-                    f"stopped early: {in_flight} requests in flight at {rate:g} req/s, the server is over-saturated"
+                    f"stopped early: {in_flight * share.workers} requests in flight at {rate:g} req/s, "
+                    "the server is over-saturated"
                 )
                 break
             due = start + int(offset * 1e9)
@@ -223,31 +271,33 @@ class ScenarioRun:
                 2 * i + 1, time.perf_counter_ns(), nonce=nonce, label=f"{self.scenario.name}:warm", keep=True
             )
 
-    def _should_stop(self, deadline: float | None) -> bool:
+    def _should_stop(self, deadline: int | None) -> bool:
         if self._errors_in_row >= self.load.max_consecutive_errors:
             self.result.stopped_early = f"stopped early: {self._errors_in_row} errors in a row"
             return True
-        return deadline is not None and time.monotonic() > deadline
+        return deadline is not None and time.perf_counter_ns() > deadline
 
-    def _check_cache(self) -> None:
-        for r in self.result.records:
-            if r.error:
-                continue
-            if r.labels.phase != "warm" and cache_reached_unique_part(r):
-                self.result.warnings.append(
-                    f"{r.request_id}: {r.cached_tokens} prompt tokens came from the prefix cache on a cold request"
-                )
-            if r.labels.phase == "warm" and r.cached_tokens is not None and r.cached_tokens == 0:
-                self.result.warnings.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
-        if not self.load.unique_prefix and self.scenario.cache == "cold":
-            self.result.warnings.append("requests were not made unique: the prefix cache may serve repeated prompts")
-        if self.load.fixed_output != "off":
-            short = [r for r in self.result.records if r.ok and r.finish_reason not in (None, "length")]
-            if short:
-                self.result.warnings.append(
-                    f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
-                    "honour ignore_eos/min_tokens, output lengths vary"
-                )
+
+def cache_warnings(records: Sequence[RequestRecord], load: Load, scenario: Scenario) -> list[str]:
+    """What the step's records say of the prefix cache and of the output lengths the load asked for."""
+    out = []
+    for r in records:
+        if r.error:
+            continue
+        if r.labels.phase != "warm" and cache_reached_unique_part(r):
+            out.append(f"{r.request_id}: {r.cached_tokens} prompt tokens came from the prefix cache on a cold request")
+        if r.labels.phase == "warm" and r.cached_tokens is not None and r.cached_tokens == 0:
+            out.append(f"{r.request_id}: the warm request found nothing in the prefix cache")
+    if not load.unique_prefix and scenario.cache == "cold":
+        out.append("requests were not made unique: the prefix cache may serve repeated prompts")
+    if load.fixed_output != "off":
+        short = [r for r in records if r.ok and r.finish_reason not in (None, "length")]
+        if short:
+            out.append(
+                f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
+                "honour ignore_eos/min_tokens, output lengths vary"
+            )
+    return out
 
 
 SHARED_HEAD_TOKENS = 32  # a chat template's fixed head (llama.cpp's slots reuse SmolLM2's default system turn)

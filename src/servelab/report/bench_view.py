@@ -23,6 +23,9 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
         out.tables.append(compare_table(result.rows, "Side by side"))
     if result.steps:
         out.tables.append(steps_table(result.steps))
+    if any(s.bottleneck for s in result.steps):
+        out.tables.append(bottleneck_table(result.steps))
+        out.verdicts += [bottleneck_line(s) for s in result.steps if s.bottleneck]
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         out.verdicts.append(slo_verdict(target, search))
@@ -104,6 +107,45 @@ def steps_table(steps: list[Step]) -> Table:
     headers = ["step", "ok/n", "TTFT ms\np50/p99", "ITL ms\np50/p99", "TPOT ms\np50/p99", "E2E s\np50/p99", "req/s",
                "tokens\nin/out"]  # fmt: skip
     return Table("Every step", headers, rows, note=STEPS_NOTE)
+
+
+BOTTLENECK_NOTE = (
+    "client: the load processes' most loaded CPU (of one core) and event-loop lag p99; in flight: the client's "
+    "mean requests in flight / the engine's running + waiting at the same scrapes; tok/s: the client's streamed "
+    "rate / the engine's generation counter over the step"
+)
+
+
+def bottleneck_table(steps: list[Step]) -> Table:
+    """Every step's limit and the figures it rests on."""
+    several = len({s.target for s in steps}) > 1
+    rows = []
+    for step in steps:
+        if step.bottleneck is None:
+            continue
+        ev = step.bottleneck.evidence
+        name = f"{step.target}\n{step.scenario}" if several else step.scenario
+        cpu, lag = ev.get("client_cpu_max"), ev.get("loop_lag_p99_ms")
+        engine = _num(ev.get("engine_running_mean"), 1) + "+" + _num(ev.get("engine_waiting_mean"), 1)
+        rows.append([
+            name,
+            step.bottleneck.limit,
+            f"x{ev.get('workers', 1)} {_num(cpu, 0, 100)}% {_num(lag, 1)} ms",
+            f"{_num(ev.get('in_flight_mean'), 1)} / {engine}",
+            f"{_num(ev.get('client_tok_s'), 0)} / {_num(ev.get('engine_tok_s'), 0)}",
+        ])  # fmt: skip
+    headers = ["step", "limit", "client\nworkers cpu lag", "in flight\nclient / engine", "tok/s\nclient / engine"]
+    return Table("Where the ceiling was", headers, rows, note=BOTTLENECK_NOTE)
+
+
+def _num(value: object, digits: int, scale: float = 1.0) -> str:
+    return fmt(value * scale, digits) if isinstance(value, int | float) and not isinstance(value, bool) else "-"
+
+
+def bottleneck_line(step: Step) -> str:
+    assert step.bottleneck is not None
+    hint = f" ({step.bottleneck.hint})" if step.bottleneck.hint else ""
+    return f"{step.target}/{step.scenario}: limited by the {step.bottleneck.limit}: {step.bottleneck.reason}{hint}"
 
 
 def _slo_text(search: SloSearch) -> str:

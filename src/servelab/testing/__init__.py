@@ -2,9 +2,10 @@
 servers on threads of their own, a fake OpenAI-style SSE server (faults, known timings, a sink) and a scripted
 in-process transport for the streaming client. Nothing in servelab's library imports this package."""
 
+from servelab.testing.engine_sim import SimEngine, serve_sim
 from servelab.testing.net import free_port, loop_in_thread
 from servelab.testing.scripted import Scripted, ScriptedStream, sse_chat
 from servelab.testing.sse_server import MODES, FakeServer, SinkShape, serve
 
-__all__ = ["MODES", "FakeServer", "Scripted", "ScriptedStream", "SinkShape", "free_port", "loop_in_thread", "serve",
-           "sse_chat"]  # fmt: skip
+__all__ = ["MODES", "FakeServer", "Scripted", "ScriptedStream", "SimEngine", "SinkShape", "free_port", "loop_in_thread",
+           "serve", "serve_sim", "sse_chat"]  # fmt: skip

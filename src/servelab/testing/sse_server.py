@@ -17,7 +17,7 @@ stamps with the send times and drop the chunks whose write the server was preemp
 content the server's ``perf_counter_ns()`` before the write; the first is ``RECV:SENT``, RECV when the whole
 request had been read, so a client's TTFT splits into its own lead and the server's.
 
-    python -m servelab.testing.sse_server [PORT] [--sink CHUNKS ITL_MS BURST] [--cpu N]   # prints its port
+    python -m servelab.testing.sse_server [PORT] [--sink CHUNKS ITL_MS BURST] [--cpu N] [--reuse-port]  # its port
 """
 
 from __future__ import annotations
@@ -260,11 +260,18 @@ class FakeServer:
 
 
 async def serve(
-    port: int = 0, ready: asyncio.Future[int] | None = None, server: FakeServer | None = None, backlog: int = 512
+    port: int = 0,
+    ready: asyncio.Future[int] | None = None,
+    server: FakeServer | None = None,
+    backlog: int = 512,
+    reuse_port: bool = False,
 ) -> None:
-    """Serve on loopback until cancelled; the bound port goes to ``ready``, or is printed."""
+    """Serve on loopback until cancelled; the bound port goes to ``ready``, or is printed. With ``reuse_port``
+    several processes serve one port (the kernel spreads the connections)."""
     fake = server or FakeServer()
-    listening = await asyncio.start_server(fake.handle, "127.0.0.1", port, backlog=backlog)
+    listening = await asyncio.start_server(
+        fake.handle, "127.0.0.1", port, backlog=backlog, reuse_port=reuse_port or None
+    )
     bound = listening.sockets[0].getsockname()[1]
     if ready is not None:
         ready.set_result(bound)
@@ -279,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("port", type=int, nargs="?", default=0)
     parser.add_argument("--sink", nargs=3, metavar=("CHUNKS", "ITL_MS", "BURST"), help="answer every path as a sink")
     parser.add_argument("--cpu", type=int, help="pin the server to this CPU")
+    parser.add_argument("--reuse-port", action="store_true", help="share the port with other processes")
     args = parser.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
@@ -286,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.sink:
         chunks, itl_ms, burst = args.sink
         fake = FakeServer("sink", SinkShape(int(chunks), float(itl_ms), int(burst)), "sink")
-    asyncio.run(serve(args.port, server=fake, backlog=4096 if args.sink else 512))
+    asyncio.run(serve(args.port, server=fake, backlog=4096 if args.sink else 512, reuse_port=args.reuse_port))
 
 
 if __name__ == "__main__":

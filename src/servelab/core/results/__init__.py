@@ -1,7 +1,18 @@
 """Typed, versioned results: one model per run kind, stored whole, rendered by every output."""
 
 from servelab.core.results.base import Facts, RunResult, Scalar, Status
-from servelab.core.results.bench import BenchRun, Cell, EngineMetrics, Row, SloSearch, Step
+from servelab.core.results.bench import (
+    BenchRun,
+    Bottleneck,
+    Cell,
+    ClientLoad,
+    EngineMetrics,
+    Goodput,
+    Limit,
+    Row,
+    SloSearch,
+    Step,
+)
 from servelab.core.results.check import CheckRun, CheckStep
 from servelab.core.results.coexist import CoexistRun, ConditionFigures, ListenerFigures, LlmFigures
 from servelab.core.results.eval import (
@@ -26,15 +37,19 @@ __all__ = [
     "Accuracy",
     "AnyResult",
     "BenchRun",
+    "Bottleneck",
     "Cell",
     "Channel",
     "CheckRun",
     "CheckStep",
+    "ClientLoad",
     "CoexistRun",
     "ConditionFigures",
     "EngineMetrics",
     "EvalRun",
     "Facts",
+    "Goodput",
+    "Limit",
     "ListenerFigures",
     "LlmFigures",
     "Paired",

@@ -13,6 +13,40 @@ from servelab.core.stats import Interval
 from servelab.core.summary import Summary
 
 
+class ClientLoad(Model):
+    """What one load-generating process spent and how late it was, over a step."""
+
+    worker: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # the process's CPU time (all its threads)
+    cpu_share: float = 0.0  # of one core: cpu_s / wall_s
+    loop_lag_ms: dict[str, float] = Field(default_factory=dict)  # p50 / p99 / max: a 10 ms timer's lateness
+    read_late_ms: dict[str, float] = Field(default_factory=dict)  # p50 / p99 / max: kernel receive -> read
+    requests: int = 0  # finished (recorded) by this process
+    in_flight_max: int = 0
+    died: str | None = None  # why it stopped before its share was done (its in-flight requests are lost)
+
+
+Limit = Literal["client", "server frontend", "engine", "server"]
+
+
+class Bottleneck(Model):
+    """Which side limited a step, and the figures that say so."""
+
+    limit: Limit
+    reason: str  # one sentence with the evidence
+    hint: str | None = None  # what to change
+    evidence: dict[str, Scalar] = Field(default_factory=dict)
+
+
+class Goodput(Model):
+    """Requests that met the SLO, per second of the step's active window (as vllm bench serve's goodput)."""
+
+    slo: dict[str, float | None]  # ttft_ms, tpot_ms, e2e_ms
+    met: int
+    requests_per_s: float
+
+
 class Step(Model):
     """One scenario at one level (or rate) on one target, and what its requests measured."""
 
@@ -20,6 +54,9 @@ class Step(Model):
     scenario: str  # the step's name as shown (``chat@c4``, ``prefix-long:warm``)
     labels: Labels  # the same as fields: step, level, rate, phase
     summary: Summary
+    clients: list[ClientLoad] = Field(default_factory=list)  # one per load-generating process
+    bottleneck: Bottleneck | None = None
+    goodput: Goodput | None = None
 
 
 class Cell(Model):
@@ -60,6 +97,7 @@ class SloSearch(Model):
 
 class BenchRun(RunResult):
     kind: Literal["bench", "bench-slo"] = "bench"
+    version: int = 2  # 2: steps carry their clients' load, the bottleneck verdict and goodput
     steps: list[Step] = Field(default_factory=list)
     rows: list[Row] = Field(default_factory=list)
     metrics: dict[str, EngineMetrics] = Field(default_factory=dict)  # target -> its /metrics

@@ -1,0 +1,157 @@
+"""On the GPU host: where the ceiling is at 64-1024 streams. Every tool's run is wrapped so the engine's own
+generation-token counter is sampled beside it (every 0.25 s; its rate is taken while the counter moves).
+
+usage: python bench_scale.py wrap OUT NAME URL -- CMD ...        (CMD's output to OUT/NAME.txt, engine rate to
+                                                                 OUT/NAME.engine.json)
+       python bench_scale.py servelab OUT NAME URL LEVEL WORKERS  (servelab's library: synthetic:128:256 at LEVEL
+                                                                 streams, 2 x LEVEL requests; OUT/NAME.json)
+       python bench_scale.py table DIR [DIR ...]                  (markdown: each tool's rate beside the engine's)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+COUNTER = re.compile(r"^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$", re.M)
+
+
+def engine_tokens(url: str) -> float | None:
+    try:
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+    values = [float(v) for v in COUNTER.findall(text)]
+    return sum(values) if values else None
+
+
+def main_rate(samples: list[tuple[float, float]], window: int = 4) -> float | None:
+    """The counter's rate over the run's main phase: from the first to the last 1 s window whose rate is at least
+    half the highest (a tool's warm-up request, its tokenizer loading and its ramp-down are left out)."""
+    rates = [
+        ((samples[i + window][1] - samples[i][1]) / (samples[i + window][0] - samples[i][0]), i)
+        for i in range(len(samples) - window)
+    ]
+    if not rates or max(r for r, _ in rates) <= 0:
+        return None
+    peak = max(r for r, _ in rates)
+    busy = [i for r, i in rates if r >= peak / 2]
+    (t0, v0), (t1, v1) = samples[busy[0]], samples[busy[-1] + window]
+    return (v1 - v0) / (t1 - t0)
+
+
+def wrap(out: Path, name: str, url: str, cmd: list[str]) -> None:
+    samples: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            if (v := engine_tokens(url)) is not None:
+                samples.append((time.perf_counter(), v))
+            done.wait(0.25)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    start = time.perf_counter()
+    with (out / f"{name}.txt").open("w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    wall = time.perf_counter() - start
+    done.set()
+    thread.join()
+    got = {"name": name, "rc": rc, "wall_s": wall, "engine_tok_s": main_rate(samples), "samples": len(samples)}
+    (out / f"{name}.engine.json").write_text(json.dumps(got))
+    print(json.dumps(got), flush=True)
+
+
+def servelab(out: Path, name: str, url: str, level: int, workers: int) -> None:
+    from servelab.bench import Load, expand, resolve_targets, run_bench
+    from servelab.core.store import RunStore
+
+    scenario = replace(expand(["synthetic:128:256"])[0], concurrency=level)
+    load = Load(requests=2 * level, warmup=1, workers=workers, max_in_flight=4096)
+    result = run_bench(RunStore(out / "runs.sqlite"), resolve_targets([("vllm", url)]), [scenario], load)
+    (step,) = result.stored.steps
+    s = step.summary
+    got = {
+        "name": name,
+        "level": level,
+        "workers": workers,
+        "ok": s.ok,
+        "requests": s.requests,
+        "tok_s": s.aggregate_tok_s,
+        "ttft_p50_ms": s.ttft_ms.get("p50"),
+        "ttft_p99_ms": s.ttft_ms.get("p99"),
+        "itl_p50_ms": s.itl_ms.get("p50"),
+        "bottleneck": step.bottleneck.model_dump() if step.bottleneck else None,
+        "clients": [c.model_dump() for c in step.clients],
+    }
+    (out / f"{name}.json").write_text(json.dumps(got, indent=1))
+    print(json.dumps({k: got[k] for k in ("name", "ok", "tok_s", "ttft_p50_ms")}), step.bottleneck, flush=True)
+
+
+def _tool_rate(d: Path, name: str) -> tuple[float | None, float | None, str]:
+    """The tool's own throughput, median TTFT and (servelab) verdict, from what it saved."""
+    if (d / f"{name}.json").exists() and name.startswith("servelab"):
+        got = json.loads((d / f"{name}.json").read_text())
+        b = got.get("bottleneck") or {}
+        return got["tok_s"], got["ttft_p50_ms"], f"{b.get('limit', '-')}: {b.get('reason', '')}"
+    if name.startswith("vllm") and (d / f"{name}.json").exists():
+        got = json.loads((d / f"{name}.json").read_text())
+        return got.get("output_throughput"), got.get("median_ttft_ms"), ""
+    if name.startswith("guidellm") and (d / f"{name}.json").exists():
+        return _guidellm(d / f"{name}.json")
+    return None, None, "(no result)"
+
+
+def _guidellm(path: Path) -> tuple[float | None, float | None, str]:
+    requests = json.loads(path.read_text())["benchmarks"][0]["requests"]["successful"]
+    timings = [r["info"]["timings"] for r in requests]
+    start = min(t["request_start"] for t in timings)
+    end = max(t["last_token_iteration"] for t in timings)
+    tokens = sum(int(t["token_iterations"]) for t in timings)
+    ttft = statistics.median((t["first_token_iteration"] - t["request_start"]) * 1000 for t in timings)
+    return tokens / (end - start), ttft, ""
+
+
+def table(dirs: list[Path]) -> None:
+    print("| API servers | streams | tool | tool's tok/s | engine's tok/s | median TTFT ms | servelab's verdict |")
+    print("|---|---|---|---|---|---|---|")
+    for d in dirs:
+        api = (d / "api-servers").read_text().strip() if (d / "api-servers").exists() else "?"
+        for eng in sorted(d.glob("*.engine.json"), key=_order):
+            name = eng.name.removesuffix(".engine.json")
+            rate = json.loads(eng.read_text()).get("engine_tok_s")
+            tool, ttft, verdict = _tool_rate(d, name)
+            level = name.rpartition("-c")[2]
+            print(f"| {api} | {level} | {name.rpartition('-c')[0]} | {_f(tool)} | {_f(rate)} | {_f(ttft)} | "
+                  f"{verdict} |")  # fmt: skip
+
+
+def _order(p: Path) -> tuple[int, str]:
+    name = p.name.removesuffix(".engine.json")
+    return int(name.rpartition("-c")[2] or 0), name
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+if __name__ == "__main__":
+    what, *rest = sys.argv[1:]
+    if what == "wrap":
+        split = rest.index("--")
+        out, name, url = rest[:split]
+        wrap(Path(out), name, url, rest[split + 1 :])
+    elif what == "servelab":
+        out, name, url, level, workers = rest
+        servelab(Path(out), name, url, int(level), int(workers))
+    else:
+        table([Path(d) for d in rest])

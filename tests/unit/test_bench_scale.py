@@ -1,0 +1,201 @@
+"""Bench at scale: the bottleneck verdict, load from several processes (records merged on one clock, a worker
+killed mid-run), the JSON summary per step.
+
+The server here is servelab.testing.engine_sim, a FAKE engine (not an LLM) in a process of its own: a test of where
+a ceiling is needs a server whose token rate is capped, or whose frontend holds requests, on demand, which a real
+engine cannot be made to do."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from servelab.bench import Load, run_bench
+from servelab.core.records import RequestRecord
+from servelab.core.results import BenchRun, load_result
+from servelab.core.store import RunStore
+from servelab.core.summary import summarize
+from servelab.engines.transport import Lateness
+from servelab.load import Target, default_workers, run_in_workers
+from servelab.load.scenarios import Scenario, load_scenario
+from servelab.load.workers import split
+
+LAUNCH = "from servelab.testing.engine_sim import main; main()"
+
+
+@pytest.fixture()
+def sim(request: pytest.FixtureRequest) -> Iterator[Target]:
+    """The fake engine with the test's arguments (``@pytest.mark.parametrize("sim", [[...]], indirect=True)``)."""
+    args = [str(a) for a in getattr(request, "param", [])]
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *args], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def _chat(concurrency: int) -> Scenario:
+    return replace(load_scenario("code-chat"), concurrency=concurrency)
+
+
+def _bench(tmp_path: Path, target: Target, concurrency: int, load: Load) -> BenchRun:
+    store = RunStore(tmp_path / "runs.sqlite")
+    result = run_bench(store, [target], [_chat(concurrency)], load, scrape_interval=0.1)
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, BenchRun) and stored.status == "complete"
+    return stored
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 4, "--step-ms", 5]], indirect=True)
+def test_a_capped_engine_is_the_server_side_limit(sim: Target, tmp_path: Path) -> None:
+    """16 streams on an engine that runs 4 (800 tok/s at most): requests wait in its queue, and the verdict says
+    the engine, with the queue and a token rate at the cap as evidence."""
+    stored = _bench(tmp_path, sim, 16, Load(requests=96, warmup=1, max_tokens=20, workers=1))
+    (step,) = stored.steps
+    assert step.bottleneck is not None and step.bottleneck.limit == "engine"
+    ev = step.bottleneck.evidence
+    assert isinstance(ev["engine_waiting_mean"], float) and ev["engine_waiting_mean"] > 4
+    assert isinstance(ev["engine_tok_s"], float) and ev["engine_tok_s"] <= 4 / 0.005 * 1.05
+    assert "waiting" in step.bottleneck.reason
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 5, "--admit-ms", 30]], indirect=True)
+def test_requests_held_before_the_engine_are_the_frontend(sim: Target, tmp_path: Path) -> None:
+    """A frontend that admits one request per 30 ms holds most of 8 streams while the engine has room: the client
+    counts more in flight than the engine runs or queues."""
+    stored = _bench(tmp_path, sim, 8, Load(requests=40, warmup=1, max_tokens=10, workers=1))
+    (step,) = stored.steps
+    assert step.bottleneck is not None and step.bottleneck.limit == "server frontend"
+    ev = step.bottleneck.evidence
+    assert isinstance(ev["not_in_engine_share"], float) and ev["not_in_engine_share"] >= 0.3
+    assert "api-server-count" in (step.bottleneck.hint or "")
+
+
+def _hog(stop: threading.Event) -> None:
+    while not stop.is_set():
+        pass
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 5]], indirect=True)
+def test_a_starved_client_is_called_the_limit(sim: Target, tmp_path: Path) -> None:
+    """A thread spinning in the load process's own interpreter starves its event loop: the verdict is the client,
+    whatever the server did."""
+    stop = threading.Event()
+    thread = threading.Thread(target=_hog, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        stored = _bench(tmp_path, sim, 8, Load(requests=24, warmup=0, max_tokens=20, workers=1))
+    finally:
+        stop.set()
+        thread.join()
+    (step,) = stored.steps
+    assert step.bottleneck is not None and step.bottleneck.limit == "client"
+    assert "--workers" in (step.bottleneck.hint or "")
+    assert step.clients and step.clients[0].cpu_share >= 0.9
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
+def test_two_workers_send_exactly_the_run_and_merge_on_one_clock(sim: Target, tmp_path: Path) -> None:
+    """Two processes share one request counter (30 sent, each index once); the parent's step summary, computed
+    from the merged records as they came, equals one summary over the same records read back from the store."""
+    store = RunStore(tmp_path / "runs.sqlite")
+    result = run_bench(
+        store, [sim], [_chat(6)], Load(requests=30, warmup=1, max_tokens=12, workers=2), scrape_interval=0.1
+    )
+    stored = load_result(store, store.get_run(result.run_id))
+    assert isinstance(stored, BenchRun)
+    (step,) = stored.steps
+    assert [c.worker for c in step.clients] == [0, 1] and all(c.died is None for c in step.clients)
+    assert sum(c.requests for c in step.clients) == 30 and all(c.in_flight_max == 3 for c in step.clients)
+    records = store.records(result.run_id)
+    assert len(records) == 30 and all(r.ok and r.completion_tokens == 12 for r in records)
+    assert summarize(records) == step.summary
+    assert summarize(list(reversed(records))) == step.summary  # order of arrival from the workers does not matter
+    assert step.bottleneck is not None and step.bottleneck.evidence["workers"] == 2
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
+def test_an_open_loop_split_over_workers_keeps_the_schedule(sim: Target) -> None:
+    """Two workers draw one constant-rate schedule from one start: the merged due times are the single schedule,
+    every 1/rate apart, each due once."""
+    got: list[RequestRecord] = []
+    load = Load(requests=20, rate=40.0, arrival="constant", warmup=0, max_tokens=4, workers=2)
+    import asyncio
+
+    result = asyncio.run(run_in_workers(sim, _chat(1), load, got.append, workers=2))
+    due = sorted(r.scheduled_ns for r in result.records if r.scheduled_ns is not None)
+    assert len(due) == 20 and len(got) == 20
+    gaps = {b - a for a, b in itertools.pairwise(due)}
+    assert all(abs(g - 25_000_000) <= 1 for g in gaps)  # offsets are exact: 1/40 s apart, ns rounding aside
+
+
+def _kill_one_worker(after_s: float, killed: list[int]) -> None:
+    deadline = time.monotonic() + 30
+    while len(mp.active_children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(after_s)
+    victim = mp.active_children()[-1]
+    assert victim.pid is not None
+    os.kill(victim.pid, signal.SIGKILL)
+    killed.append(victim.pid)
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 10]], indirect=True)
+def test_a_worker_killed_mid_run_loses_only_its_in_flight_requests(sim: Target) -> None:
+    """SIGKILL to one of two workers 1 s into a run of 0.5 s requests: the run ends, the other worker sends its
+    share, the dead one's finished records are kept, and the step names the worker, the signal and the loss."""
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_one_worker, args=(1.0, killed))
+    killer.start()
+    got: list[RequestRecord] = []
+    load = Load(requests=24, warmup=0, max_tokens=50, workers=2)
+    import asyncio
+
+    result = asyncio.run(run_in_workers(sim, _chat(4), load, got.append, workers=2))
+    killer.join()
+    assert killed
+    dead = [c for c in result.clients if c.died]
+    assert len(dead) == 1 and "signal 9" in (dead[0].died or "")
+    assert any("load worker" in w and "died" in w for w in result.warnings)
+    assert all(r.ok for r in result.records) and len(got) == len(result.records)
+    assert 2 <= len(result.records) < 24  # the dead worker's in-flight (and untaken) requests are not there
+    survivors = {r.request_id for r in result.records}
+    assert len(survivors) == len(result.records)
+
+
+def test_default_workers_follow_the_load_and_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    import servelab.load.workers as workers
+
+    monkeypatch.setattr(workers, "usable_cores", lambda: 16)
+    assert default_workers(Load(concurrency=64), _chat(1)) == 1
+    assert default_workers(Load(concurrency=512), _chat(1)) == 2
+    assert default_workers(Load(concurrency=1024), _chat(1)) == 4
+    assert default_workers(Load(concurrency=10_000), _chat(1)) == 8  # half the cores
+    assert default_workers(Load(rate=200.0), _chat(1)) == 4
+    monkeypatch.setattr(workers, "usable_cores", lambda: 2)
+    assert default_workers(Load(concurrency=1024), _chat(1)) == 1
+    assert split(10, 4) == [3, 3, 2, 2] and sum(split(1023, 8)) == 1023
+
+
+def test_the_lateness_ring_keeps_the_most_recent_readings() -> None:
+    ring = Lateness(size=8)
+    mark = ring.count
+    for v in range(5):
+        ring.add(v)
+    assert ring.since(mark) == [0, 1, 2, 3, 4]
+    for v in range(5, 20):
+        ring.add(v)
+    assert ring.since(mark) == list(range(12, 20))  # only the last 8 are kept
+    assert ring.since(ring.count) == []
