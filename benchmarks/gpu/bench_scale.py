@@ -3,13 +3,14 @@ generation-token counter is sampled beside it (every 0.25 s; its rate is taken w
 
 usage: python bench_scale.py wrap OUT NAME URL -- CMD ...        (CMD's output to OUT/NAME.txt, engine rate to
                                                                  OUT/NAME.engine.json)
-       python bench_scale.py servelab OUT NAME URL LEVEL WORKERS  (servelab's library: synthetic:128:256 at LEVEL
-                                                                 streams, 2 x LEVEL requests; OUT/NAME.json)
+       python bench_scale.py servelab OUT NAME URL LEVEL WORKERS [N] (servelab's library: synthetic:128:256 at LEVEL
+                                                                 streams, N requests (2 x LEVEL); OUT/NAME.json)
        python bench_scale.py table DIR [DIR ...]                  (markdown: each tool's rate beside the engine's)
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
@@ -71,12 +72,12 @@ def wrap(out: Path, name: str, url: str, cmd: list[str]) -> None:
     print(json.dumps(got), flush=True)
 
 
-def servelab(out: Path, name: str, url: str, level: int, workers: int) -> None:
+def servelab(out: Path, name: str, url: str, level: int, workers: int, requests: int) -> None:
     from servelab.bench import Load, expand, resolve_targets, run_bench
     from servelab.core.store import RunStore
 
     scenario = replace(expand(["synthetic:128:256"])[0], concurrency=level)
-    load = Load(requests=2 * level, warmup=1, workers=workers, max_in_flight=4096)
+    load = Load(requests=requests, warmup=1, workers=workers, max_in_flight=4096)
     result = run_bench(RunStore(out / "runs.sqlite"), resolve_targets([("vllm", url)]), [scenario], load)
     (step,) = result.stored.steps
     s = step.summary
@@ -106,13 +107,15 @@ def _tool_rate(d: Path, name: str) -> tuple[float | None, float | None, str]:
     if name.startswith("vllm") and (d / f"{name}.json").exists():
         got = json.loads((d / f"{name}.json").read_text())
         return got.get("output_throughput"), got.get("median_ttft_ms"), ""
-    if name.startswith("guidellm") and (d / f"{name}.json").exists():
-        return _guidellm(d / f"{name}.json")
+    for path in (d / f"{name}.json", d / f"{name}.json.gz"):
+        if name.startswith("guidellm") and path.exists():
+            return _guidellm(path)
     return None, None, "(no result)"
 
 
 def _guidellm(path: Path) -> tuple[float | None, float | None, str]:
-    requests = json.loads(path.read_text())["benchmarks"][0]["requests"]["successful"]
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    requests = json.loads(text)["benchmarks"][0]["requests"]["successful"]
     timings = [r["info"]["timings"] for r in requests]
     start = min(t["request_start"] for t in timings)
     end = max(t["last_token_iteration"] for t in timings)
@@ -151,7 +154,7 @@ if __name__ == "__main__":
         out, name, url = rest[:split]
         wrap(Path(out), name, url, rest[split + 1 :])
     elif what == "servelab":
-        out, name, url, level, workers = rest
-        servelab(Path(out), name, url, int(level), int(workers))
+        out, name, url, level, workers, *requests = rest
+        servelab(Path(out), name, url, int(level), int(workers), int(requests[0]) if requests else 2 * int(level))
     else:
         table([Path(d) for d in rest])

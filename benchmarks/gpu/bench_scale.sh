@@ -3,7 +3,7 @@
 # LEVELS streams (synthetic 128 tokens in, 256 out, 2 x streams requests): servelab with 1 and with 4 workers,
 # `vllm bench serve` and GuideLLM (when GUIDELLM_SITE holds it), each wrapped so the engine's own token counter
 # is sampled beside it. Results under OUT; table: python3 benchmarks/gpu/bench_scale.py table OUT...
-# usage: [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] bash benchmarks/gpu/bench_scale.sh KIT OUT
+# usage: [REQ_FACTOR=2] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] bash benchmarks/gpu/bench_scale.sh KIT OUT
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
 API=${API_SERVERS:-1}; LEVELS=${LEVELS:-64,256,512,1024}; GSITE=${GUIDELLM_SITE:-/tmp/gsite}
@@ -16,14 +16,14 @@ export PYTHONPATH=/tmp/site:$PWD/src:$GSITE  # the clients: servelab's library, 
 W="python3 benchmarks/gpu/bench_scale.py wrap $OUT"
 run() { timeout "${RUN_TIMEOUT:-150}" "$@" || echo "rc=$? for $*"; }
 for C in ${LEVELS//,/ }; do
-  N=$((2 * C))
-  run $W servelab-x1-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x1-c$C $URL $C 1
-  run $W servelab-x4-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x4-c$C $URL $C 4
+  N=$((${REQ_FACTOR:-2} * C))
+  run $W servelab-x1-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x1-c$C $URL $C 1 $N
+  run $W servelab-x4-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x4-c$C $URL $C 4 $N
   run $W vllm-c$C $URL -- python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat --base-url $URL \
     --endpoint /v1/chat/completions --model smollm2-135m --tokenizer "$MODEL" --dataset-name random \
     --random-input-len 128 --random-output-len 256 --num-prompts $N --max-concurrency $C --ignore-eos \
     --num-warmups 1 --save-result --result-dir "$OUT" --result-filename vllm-c$C.json
-  if python3 -c "import guidellm" 2>/dev/null; then
+  if [[ ,${GUIDELLM_LEVELS:-$LEVELS}, == *,$C,* ]] && python3 -c "import guidellm" 2>/dev/null; then
     run $W guidellm-c$C $URL -- python3 -c "from guidellm.__main__ import cli; cli()" run \
       --backend kind=openai_http,target=$URL --profile kind=concurrent,streams=$C \
       --data kind=synthetic_text,prompt_tokens=128,output_tokens=256 --tokenizer kind=hf_auto,model="$MODEL" \

@@ -105,3 +105,28 @@ def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: R
     stored = load_result(store, store.get_run(result.run_id))
     assert isinstance(stored, BenchRun) and stored.slo["embedded"].over == "rate"
     assert {r.labels.rate for r in at_two} == {2.0} and {r.labels.level for r in at_two} == {None}
+
+
+def test_two_load_workers_against_the_real_engine_in_json(
+    engine: EngineState, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench --workers 2 --json` on the embedded vLLM: every request once, both workers' load, the verdict with the
+    engine's own gauges and the vLLM frontend process found holding the port, the full summary and the goodput."""
+    import json
+
+    from servelab.cli import main
+
+    argv = ["bench", "--target", f"e={engine.url}", "--scenario", "concurrent-4", "--requests", "8", "--max-tokens",
+            "16", "--workers", "2", "--goodput", "ttft=60s", "--json",
+            "--store", str(tmp_path / "runs.sqlite")]  # fmt: skip
+    assert main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    (step,) = got["steps"]
+    assert step["summary"]["requests"] == 8 and step["summary"]["ok"] == 8
+    assert {"p50", "p99"} <= set(step["summary"]["ttft_ms"]) and step["summary"]["e2e_ms"]
+    assert [c["worker"] for c in step["clients"]] == [0, 1] and sum(c["requests"] for c in step["clients"]) == 8
+    verdict = step["bottleneck"]
+    assert got["bottlenecks"] == {"e/concurrent-4": verdict["limit"]}
+    assert verdict["evidence"]["workers"] == 2 and verdict["evidence"]["frontend_processes"] >= 1
+    assert verdict["evidence"]["scrapes"] >= 1 and verdict["evidence"]["engine_running_mean"] is not None
+    assert step["goodput"]["met"] == 8

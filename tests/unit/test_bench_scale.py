@@ -199,3 +199,34 @@ def test_the_lateness_ring_keeps_the_most_recent_readings() -> None:
         ring.add(v)
     assert ring.since(mark) == list(range(12, 20))  # only the last 8 are kept
     assert ring.since(ring.count) == []
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 1, "--frontend-cpu-ms", 10]], indirect=True)
+def test_a_frontend_out_of_cpu_on_this_host_is_named(sim: Target, tmp_path: Path) -> None:
+    """A server on loopback whose HTTP process burns 10 ms of CPU per request on its event loop: the process holding
+    the target's port is found in /proc and its CPU share over the step is the evidence."""
+    stored = _bench(tmp_path, sim, 16, Load(requests=120, warmup=1, max_tokens=1, workers=1))
+    (step,) = stored.steps
+    assert step.bottleneck is not None, step
+    assert step.bottleneck.limit == "server frontend", step.bottleneck.evidence
+    ev = step.bottleneck.evidence
+    assert ev["frontend_processes"] == 1
+    assert isinstance(ev["frontend_cpu_max"], float) and ev["frontend_cpu_max"] >= 0.9
+    assert "of a core" in step.bottleneck.reason
+
+
+def test_the_frontends_processes_are_the_ones_holding_the_port() -> None:
+    """This process listens on a port: it is found as the one holding it, and its CPU time is read."""
+    import socket
+
+    from servelab.engines.local_server import cpu_seconds, listening_pids, local_port
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert listening_pids(port) == [os.getpid()]
+    assert listening_pids(port) == []
+    assert local_port(f"http://127.0.0.1:{port}/v1") == port and local_port("http://10.0.0.5:8000") is None
+    spent = cpu_seconds(os.getpid())
+    assert spent is not None and spent > 0

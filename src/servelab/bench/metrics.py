@@ -45,6 +45,8 @@ SERIES: dict[str, tuple[str, ...]] = {
     "server_ttft_count": ("vllm:time_to_first_token_seconds_count", "sglang:time_to_first_token_seconds_count"),
     "queue_time_sum": ("vllm:request_queue_time_seconds_sum", "sglang:queue_time_seconds_sum"),
     "queue_time_count": ("vllm:request_queue_time_seconds_count", "sglang:queue_time_seconds_count"),
+    "prefill_time_sum": ("vllm:request_prefill_time_seconds_sum",),
+    "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
 }
 
 

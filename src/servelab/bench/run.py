@@ -20,6 +20,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, EngineMetrics, Goodput, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import active_window_ns, summarize
+from servelab.engines.local_server import FrontendCpu
 from servelab.engines.manifest import build_manifest
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
@@ -68,9 +69,13 @@ async def _run_target_scenario(
     load: Load,
     sink: Callable[[RequestRecord], None],
     scrape_interval: float,
-) -> tuple[ScenarioResult, list[Any]]:
-    scraper = Scraper(target.url, interval=scrape_interval)
+) -> tuple[ScenarioResult, list[Any], list[float]]:
+    """The step, with the target's /metrics scraped beside it and, for a server on this host, the CPU of the
+    processes holding its port."""
+    scraper, frontend = Scraper(target.url, interval=scrape_interval), FrontendCpu(target.url)
     scraper.start()
+    frontend.start()
+    sampling = asyncio.create_task(_sample_every(frontend, scrape_interval / 2))
     workers = load.workers or default_workers(load, scenario)
     try:
         if workers > 1:
@@ -78,8 +83,19 @@ async def _run_target_scenario(
         else:
             result = await ScenarioRun(target, scenario, load, sink).run()
     finally:
+        sampling.cancel()
         samples = await scraper.stop()
-    return result, samples
+    sends = [r.sent_ns for r in result.records if r.sent_ns is not None]
+    ends = [r.end_ns for r in result.records if r.end_ns is not None]
+    return result, samples, frontend.shares(min(sends, default=None), max(ends, default=None))
+
+
+async def _sample_every(frontend: FrontendCpu, interval: float) -> None:
+    if not frontend.pids:
+        return
+    while True:
+        await asyncio.sleep(interval)
+        frontend.sample()
 
 
 class BenchSession:
@@ -112,7 +128,7 @@ class BenchSession:
     def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
         if load.prefix_tokens is not None and scenario.prefix_tokens:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
-        res, got = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
+        res, got, frontend = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
         derived = derive(got)  # this step's /metrics figures, once
         _warn_unintended_hits(res, scenario, derived)
         _warn_busy(res, target, scenario, load, derived)
@@ -128,7 +144,7 @@ class BenchSession:
                     labels=mine[0].labels,
                     summary=summarize(mine),
                     clients=res.clients,
-                    bottleneck=bottleneck(mine, got, res.clients, open_loop),
+                    bottleneck=bottleneck(mine, got, res.clients, open_loop, frontend),
                     goodput=_goodput(mine, self.goodput),
                 )
             )

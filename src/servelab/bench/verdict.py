@@ -1,15 +1,19 @@
 """Which side limited a step: the load generator, the server's HTTP frontend or the engine, with the evidence.
 
-- **client**: a load-generating process near a full core, its event loop running late, or it reading the bytes
-  the kernel had received late (its stamps, and the load it offered, are then its own limit).
+- **client**: a load-generating process used (nearly) a full core: the load it offered was its own ceiling.
 - **engine**: requests queue in the engine's scheduler (its ``waiting`` gauge) or its KV cache is full; or the
   engine ran every request the client had in flight, so its step time set the speed.
-- **server frontend**: the client had more requests in flight than the engine counted running or waiting: the
-  rest were in the server's HTTP process (parsing, tokenizing, streaming back), e.g. vLLM's one API server.
+- **server frontend**: the server's HTTP process (vLLM's API server: parsing, tokenizing, streaming back) was
+  the ceiling: on this host, a process holding the target's port used (nearly) a full core; from /metrics, most of
+  the server's own TTFT was spent outside the engine's queue and prefill, or the client had more requests in flight
+  than the engine counted running or waiting.
 - **server**: the client was not the limit and the server publishes no /metrics to say which part was.
 
+Apart from the limit, a client whose event loop ran late or that read the received bytes late has its latency
+stamps off by as much: the verdict says so (``note``) whatever limited the throughput.
+
 The engine's figures are its /metrics series scraped beside the step on the client's clock; the client's in-flight
-count at each scrape is read from the step's own records.
+count at each scrape is read from the step's own records; histogram means are over the whole step.
 """
 
 from __future__ import annotations
@@ -27,7 +31,12 @@ CLIENT_CPU = 0.90  # of one core, any worker
 CLIENT_LOOP_LAG_MS = 20.0  # p99 of a 10 ms timer's lateness
 CLIENT_READ_LATE_MS = 5.0  # p99 of kernel receive -> the client's read
 SCHEDULE_LAG_MS = 10.0  # p99 of an open loop's sent - due
+FRONTEND_CPU = 0.90  # of one core, the busiest process holding the server's port (a server on this host)
+FRONTEND_CPU_ONE_THREAD = 1.15  # above: the process runs several threads' work, not a one-thread frontend
 FRONTEND_SHARE = 0.15  # of the client's in-flight requests not seen by the engine
+FRONTEND_TTFT_SHARE = 0.5  # of the server's own mean TTFT spent outside its queue and prefill ...
+FRONTEND_TTFT_MS = 250.0  # ... and at least this long
+MIN_SCRAPES = 4  # an in-flight comparison on fewer scrapes says nothing
 ENGINE_WAITING_SHARE = 0.05  # of the in-flight requests waiting in the engine's queue
 KV_FULL = 0.95
 
@@ -49,19 +58,25 @@ def _p99(values: list[int]) -> float:
     return float(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))])
 
 
-def client_limited(ev: dict[str, Scalar], open_loop: bool) -> str | None:
-    """Why the client was the limit, or None."""
-    cpu, lag, late, sched = (ev[k] for k in ("client_cpu_max", "loop_lag_p99_ms", "read_late_p99_ms",
-                                             "schedule_lag_p99_ms"))  # fmt: skip
-    if isinstance(cpu, float) and cpu >= CLIENT_CPU:
-        return f"a load process used {cpu:.0%} of a core"
+def client_limited(ev: dict[str, Scalar]) -> str | None:
+    """Why the client was the throughput limit, or None."""
+    cpu = ev["client_cpu_max"]
+    return f"a load process used {cpu:.0%} of a core" if isinstance(cpu, float) and cpu >= CLIENT_CPU else None
+
+
+def client_note(ev: dict[str, Scalar], open_loop: bool) -> str | None:
+    """How far the client's own lateness moved its latency stamps, where it did."""
+    lag, late, sched = (ev[k] for k in ("loop_lag_p99_ms", "read_late_p99_ms", "schedule_lag_p99_ms"))
+    said = []
     if isinstance(lag, float) and lag >= CLIENT_LOOP_LAG_MS:
-        return f"a load process's event loop ran {lag:.1f} ms late (p99)"
+        said.append(f"its event loop ran {lag:.1f} ms late")
     if isinstance(late, float) and late >= CLIENT_READ_LATE_MS:
-        return f"a load process read received bytes {late:.1f} ms late (p99)"
+        said.append(f"it read received bytes {late:.1f} ms late")
     if open_loop and isinstance(sched, float) and sched >= SCHEDULE_LAG_MS:
-        return f"requests went out {sched:.1f} ms after they were due (p99)"
-    return None
+        said.append(f"requests went out {sched:.1f} ms after they were due")
+    if not said:
+        return None
+    return f"the load generator's latency figures carry its own delay ({', '.join(said)}, p99): raise --workers"
 
 
 def in_flight_at(records: Sequence[RequestRecord]) -> tuple[list[int], list[int]]:
@@ -95,18 +110,24 @@ def server_evidence(records: Sequence[RequestRecord], samples: Sequence[Sample])
     tokens = [figure(s.values, "generation_tokens") for s in (first, last)]
     if tokens[0] is not None and tokens[1] is not None and last.at_ns > first.at_ns:
         ev["engine_tok_s"] = round((tokens[1] - tokens[0]) / ((last.at_ns - first.at_ns) / 1e9), 1)
-    ev.update(_server_means(first, last))
+    before = [s for s in samples if sends and s.at_ns <= sends[0]]
+    ev.update(_server_means(before[-1] if before else first, samples[-1]))
     return ev
 
 
 def _server_means(first: Sample, last: Sample) -> dict[str, Scalar]:
-    """The server's own mean TTFT and queue time over the window, from its histograms' sums and counts."""
+    """The server's own mean TTFT, queue and prefill time over the step, from its histograms' sums and counts (a
+    request's queue and prefill times are published when it ends, so up to the step's last scrape), and the part
+    of its TTFT outside the engine's queue and prefill: the frontend's."""
     out: dict[str, Scalar] = {}
-    for name in ("server_ttft", "queue_time"):
+    for name in ("server_ttft", "queue_time", "prefill_time"):
         got = [(figure(s.values, f"{name}_sum"), figure(s.values, f"{name}_count")) for s in (first, last)]
         (s0, c0), (s1, c1) = got
-        if None not in (s0, c0, s1, c1) and c1 - c0 > 0:  # type: ignore[operator]
-            out[f"{name}_mean_ms"] = round((s1 - s0) / (c1 - c0) * 1000, 2)  # type: ignore[operator]
+        if s0 is not None and c0 is not None and s1 is not None and c1 is not None and c1 - c0 > 0:
+            out[f"{name}_mean_ms"] = round((s1 - s0) / (c1 - c0) * 1000, 2)
+    ttft, queue, prefill = (out.get(f"{n}_mean_ms") for n in ("server_ttft", "queue_time", "prefill_time"))
+    if isinstance(ttft, float) and isinstance(queue, float) and isinstance(prefill, float):
+        out["frontend_ttft_ms"] = round(max(0.0, ttft - queue - prefill), 2)
     return out
 
 
@@ -118,27 +139,78 @@ def client_tok_s(records: Sequence[RequestRecord]) -> float | None:
 
 
 def bottleneck(
-    records: Sequence[RequestRecord], samples: Sequence[Sample], clients: Sequence[ClientLoad], open_loop: bool
+    records: Sequence[RequestRecord],
+    samples: Sequence[Sample],
+    clients: Sequence[ClientLoad],
+    open_loop: bool,
+    frontend_cpu: Sequence[float] = (),
 ) -> Bottleneck:
-    """The verdict for one step (its measured records, the /metrics scraped beside it, its load processes)."""
+    """The verdict for one step (its measured records, the /metrics scraped beside it, its load processes, and
+    for a server on this host the CPU share of each process holding its port)."""
     ev = client_evidence(clients, records)
     rate = client_tok_s(records)
     ev["client_tok_s"] = round(rate, 1) if rate is not None else None
-    if why := client_limited(ev, open_loop):
+    if frontend_cpu:
+        ev["frontend_processes"] = len([c for c in frontend_cpu if c >= 0.05]) or 1
+        ev["frontend_cpu_max"] = round(frontend_cpu[0], 3)
+    note = client_note(ev, open_loop)
+    if why := client_limited(ev):
         return Bottleneck(
             limit="client",
-            reason=f"the load generator was the limit: {why}; its figures measure itself",
+            reason=f"the load generator was the limit: {why}",
             hint="raise --workers, or run servelab on cores the server does not use",
+            note=note,
             evidence=ev,
         )
     ev.update(server_evidence(records, samples))
-    return _server_side(ev)
+    return _server_side(ev).model_copy(update={"note": note})
+
+
+def _frontend_cpu(ev: dict[str, Scalar]) -> str | None:
+    """A process holding the server's port at one full core: a frontend bound to one thread (a Python server's
+    event loop). A process using several cores is computing (llama-server's engine runs in its HTTP process)."""
+    cpu, procs = ev.get("frontend_cpu_max"), ev.get("frontend_processes")
+    if isinstance(cpu, float) and FRONTEND_CPU <= cpu <= FRONTEND_CPU_ONE_THREAD:
+        return f"a process holding the server's port used {cpu:.0%} of a core ({procs} busy)"
+    return None
+
+
+def _frontend(ev: dict[str, Scalar]) -> str | None:
+    """Why the server's HTTP frontend was the limit, from the server's own clocks or the in-flight counts."""
+    ttft, front = ev.get("server_ttft_mean_ms"), ev.get("frontend_ttft_ms")
+    if (
+        isinstance(ttft, float)
+        and isinstance(front, float)
+        and front >= max(FRONTEND_TTFT_MS, FRONTEND_TTFT_SHARE * ttft)
+    ):
+        return f"{front:,.0f} ms of the server's own {ttft:,.0f} ms mean TTFT was outside its queue and prefill"
+    flight, share, running, scrapes = (ev.get(k) for k in ("in_flight_mean", "not_in_engine_share",
+                                                           "engine_running_mean", "scrapes"))  # fmt: skip
+    queued = ev.get("engine_waiting_mean")
+    queued = queued if isinstance(queued, float) else 0.0
+    if (
+        isinstance(flight, float) and isinstance(share, float) and isinstance(running, float)
+        and isinstance(scrapes, int) and scrapes >= MIN_SCRAPES and share >= FRONTEND_SHARE
+        and flight - running - queued >= 2
+    ):  # fmt: skip
+        return (
+            f"the client had {flight:.1f} requests in flight on average, the engine counted "
+            f"{running:.1f} running and {queued:.1f} waiting: {share:.0%} were in the frontend"
+        )
+    return None
+
+
+FRONTEND_HINT = "vLLM: raise --api-server-count (or put more replicas behind a router)"
 
 
 def _server_side(ev: dict[str, Scalar]) -> Bottleneck:
     flight, waiting = ev.get("in_flight_mean"), ev.get("engine_waiting_mean")
-    running, share, kv = ev.get("engine_running_mean"), ev.get("not_in_engine_share"), ev.get("kv_usage_max")
+    running, kv = ev.get("engine_running_mean"), ev.get("kv_usage_max")
+    if why := _frontend_cpu(ev):
+        return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, evidence=ev)
     if not isinstance(flight, float) or not isinstance(running, float):
+        if why := _frontend(ev):
+            return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, evidence=ev)
         return Bottleneck(
             limit="server",
             reason="the client was not the limit; the server published no running/waiting gauges during the step "
@@ -156,15 +228,8 @@ def _server_side(ev: dict[str, Scalar]) -> Bottleneck:
         )
     if isinstance(kv, float) and kv >= KV_FULL:
         return Bottleneck(limit="engine", reason=f"the engine's KV cache was {kv:.0%} full", evidence=ev)
-    queued = waiting if isinstance(waiting, float) else 0.0
-    if isinstance(share, float) and share >= FRONTEND_SHARE and flight - running - queued >= 2:
-        return Bottleneck(
-            limit="server frontend",
-            reason=f"the client had {flight:.1f} requests in flight on average, the engine counted "
-            f"{running + queued:.1f} running or waiting: {share:.0%} were in the server's HTTP frontend",
-            hint="vLLM: raise --api-server-count (or put more replicas behind a router)",
-            evidence=ev,
-        )
+    if why := _frontend(ev):
+        return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, evidence=ev)
     return Bottleneck(
         limit="engine",
         reason=f"the engine ran every request the client had in flight ({running:.1f} of {flight:.1f} on average, "

@@ -145,7 +145,10 @@ def _num(value: object, digits: int, scale: float = 1.0) -> str:
 def bottleneck_line(step: Step) -> str:
     assert step.bottleneck is not None
     hint = f" ({step.bottleneck.hint})" if step.bottleneck.hint else ""
-    return f"{step.target}/{step.scenario}: limited by the {step.bottleneck.limit}: {step.bottleneck.reason}{hint}"
+    note = f"; {step.bottleneck.note}" if step.bottleneck.note else ""
+    return (
+        f"{step.target}/{step.scenario}: limited by the {step.bottleneck.limit}: {step.bottleneck.reason}{hint}{note}"
+    )
 
 
 def _slo_text(search: SloSearch) -> str:

@@ -3,7 +3,8 @@
 or to hold requests in its HTTP frontend, on demand).
 
 - The **frontend** admits one request at a time and spends ``admit_ms`` on each before handing it to the engine
-  (a single-process HTTP server tokenizing), so requests queue there when they come faster than it admits them.
+  (a single-process HTTP server tokenizing), so requests queue there when they come faster than it admits them;
+  ``frontend_cpu_ms`` is CPU it burns per request on its event loop (a frontend that is out of CPU).
 - The **engine** runs at most ``max_running`` requests; every ``step_ms`` each running request gets one token, so
   its token rate is capped at ``max_running / step_ms``; the rest wait in its queue.
 - ``GET /metrics`` publishes ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 
 Writer = asyncio.StreamWriter
@@ -30,6 +32,7 @@ class SimEngine:
     max_running: int = 4
     step_ms: float = 5.0
     admit_ms: float = 0.0
+    frontend_cpu_ms: float = 0.0
     running: list[_Request] = field(default_factory=list)
     waiting: list[_Request] = field(default_factory=list)
     generated: int = 0
@@ -52,6 +55,9 @@ class SimEngine:
         async with self._admit:  # the frontend: one request at a time
             if self.admit_ms:
                 await asyncio.sleep(self.admit_ms / 1000)
+            busy_until = time.perf_counter() + self.frontend_cpu_ms / 1000
+            while time.perf_counter() < busy_until:  # CPU on the loop itself, as a tokenizer's would be
+                pass
         req = _Request(max(1, tokens))
         self.waiting.append(req)
         return req
@@ -124,18 +130,22 @@ async def serve_sim(engine: SimEngine, ready: asyncio.Future[int], port: int = 0
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m servelab.testing.engine_sim [--max-running N] [--step-ms MS] [--admit-ms MS]``: prints its port."""
+    """``python -m servelab.testing.engine_sim [--max-running N] [--step-ms MS] [--admit-ms MS] [--frontend-cpu-ms
+    MS]``: prints its port."""
     import argparse
 
     parser = argparse.ArgumentParser(description="A fake engine with a capped token rate (not an LLM).")
     parser.add_argument("--max-running", type=int, default=4)
     parser.add_argument("--step-ms", type=float, default=5.0)
     parser.add_argument("--admit-ms", type=float, default=0.0)
+    parser.add_argument("--frontend-cpu-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
 
     async def run() -> None:
         ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(serve_sim(SimEngine(args.max_running, args.step_ms, args.admit_ms), ready))
+        task = asyncio.create_task(
+            serve_sim(SimEngine(args.max_running, args.step_ms, args.admit_ms, args.frontend_cpu_ms), ready)
+        )
         print(await ready, flush=True)
         await task
 

@@ -36,6 +36,7 @@ class Bottleneck(Model):
     limit: Limit
     reason: str  # one sentence with the evidence
     hint: str | None = None  # what to change
+    note: str | None = None  # the client's own delay in the latency figures, whatever limited the throughput
     evidence: dict[str, Scalar] = Field(default_factory=dict)
 
 
