@@ -17,8 +17,9 @@ import pytest
 
 from servelab.bench import resolve_targets
 from servelab.coexist import CoexistOptions, LlmLoad, run_coexist
+from servelab.coexist.audio_stream import parse_wav_header
 from servelab.coexist.playback import Utterance
-from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec, parse_wav_header
+from servelab.coexist.probes import HttpAudioProbe, WorkerProbe, WorkerSpec
 from servelab.core.results import CoexistRun, load_result
 from servelab.core.store import RunStore
 from servelab.testing import free_port
@@ -68,7 +69,7 @@ def _utterances(probe: HttpAudioProbe, count: int) -> list[Utterance]:
 
 @pytest.mark.parametrize("audio_format", ["wav", "pcm"])
 def test_http_probe_times_every_chunk_of_real_speech(tts_url: str, audio_format: str) -> None:
-    from servelab.coexist.probes import AudioFormat
+    from servelab.coexist.audio_stream import AudioFormat
 
     probe = HttpAudioProbe(tts_url, text=TEXT, audio_format=audio_format, pcm=AudioFormat(sample_rate=22050))
     got = _utterances(probe, 2)
@@ -81,6 +82,41 @@ def test_http_probe_times_every_chunk_of_real_speech(tts_url: str, audio_format:
         assert arrivals == sorted(arrivals) and arrivals[0] > u.scheduled_s
         # every sample counted once, header excluded, whichever format
         assert sum(c.audio_s for c in u.chunks) == pytest.approx(expected, abs=1 / 22050)
+
+
+@pytest.mark.parametrize(
+    ("shape", "extra"),
+    [("sse", {}), ("sse", {"delta_wav": True}), ("websocket", {})],
+    ids=["sse-pcm-deltas", "sse-wav-deltas", "websocket"],
+)
+def test_http_probe_reads_every_sample_in_the_other_servers_shapes(
+    tts_url: str, shape: str, extra: dict[str, object]
+) -> None:
+    """vLLM-Omni's SSE events (base64 PCM, or a whole WAV per delta as some servers send) and its websocket, against
+    real espeak-ng speech: every sample counted once, in more than one piece, exactly as espeak-ng's own output."""
+    from servelab.coexist.audio_stream import AudioFormat
+
+    url = tts_url + "/stream" if shape == "websocket" else tts_url
+    probe = HttpAudioProbe(url, text=TEXT, audio_format="pcm", pcm=AudioFormat(sample_rate=22050), shape=shape,
+                           extra=extra)  # fmt: skip
+    got = _utterances(probe, 2)
+    expected = _espeak_seconds(TEXT)
+    for u in got:
+        assert u.error is None
+        assert len(u.chunks) > 3, "the audio came in one piece: not streamed"
+        assert sum(c.audio_s for c in u.chunks) == pytest.approx(expected, abs=1e-9)
+        assert [c.arrived_s for c in u.chunks] == sorted(c.arrived_s for c in u.chunks)
+
+
+def test_the_request_body_is_the_users(tts_url: str) -> None:
+    """Model, voice and the user's extra fields make the request body, the shape's streaming fields beside them."""
+    probe = HttpAudioProbe(tts_url, text=TEXT, model="kokoro", voice="af_heart", shape="sse",
+                           extra={"speed": 1.0, "language": "English"})  # fmt: skip
+    body = probe.body()
+    assert body["model"] == "kokoro" and body["voice"] == "af_heart" and body["stream_format"] == "sse"
+    assert body["speed"] == 1.0 and body["language"] == "English" and body["stream"] is True
+    audio = HttpAudioProbe(tts_url, shape="audio", extra={"stream_format": "audio", "sample_rate": 8000}).body()
+    assert audio["stream_format"] == "audio" and audio["sample_rate"] == 8000
 
 
 def test_http_probe_reports_a_refusal(tts_url: str) -> None:
@@ -136,3 +172,18 @@ def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object
     assert all(not r.cached_tokens for r in prefill), "a long prompt hit the prefix cache"
     assert info.status == "complete"
     assert result.probe["probe"] == "cpu" and "params" in result.probe
+
+
+def test_coexist_cli_with_the_websocket_probe(tts_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`servelab coexist --probe http --tts-shape websocket` alone, against espeak-ng's websocket: figures, no error."""
+    import json
+
+    from servelab.cli import main
+
+    argv = ["coexist", "--probe", "http", "--tts-url", tts_url + "/stream", "--tts-shape", "websocket",
+            "--audio-format", "pcm", "--conditions", "alone", "--repeats", "1", "--utterances", "2",
+            "--tts-body", '{"language": "English"}', "--json", "--store", str(tmp_path / "runs.sqlite")]  # fmt: skip
+    assert main(argv) == 0
+    got = json.loads(capsys.readouterr().out)
+    (alone,) = got["conditions"]
+    assert alone["utterances"] == 2 and alone["errors"] == 0 and alone["chunks"] > 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,33 @@ def _floats(spec: str, what: str) -> tuple[float, ...]:
         raise UsageError(f"{what} is a comma-separated list of numbers, got {spec!r}") from None
 
 
+def _json_object(text: str | None, what: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{what} is a JSON object, like '{{\"speed\": 1.0}}': {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} is a JSON object, got {type(value).__name__}")
+    return value
+
+
 def _probe(kind: str, size: str, sharing: dict[str, Any], audio: dict[str, Any], spec: dict[str, Any]) -> Probe:
     if kind == "http":
         if not audio["url"]:
             raise UsageError("--probe http needs --tts-url URL (an endpoint that streams WAV or PCM)")
         pcm = AudioFormat(sample_rate=audio["sample_rate"])
-        return HttpAudioProbe(audio["url"], audio_format=audio["format"], pcm=pcm, period_s=audio["period"])
+        return HttpAudioProbe(
+            audio["url"],
+            audio_format=audio["format"],
+            pcm=pcm,
+            period_s=audio["period"],
+            shape=audio["shape"],
+            model=audio["model"],
+            voice=audio["voice"],
+            extra=_json_object(audio["body"], "--tts-body"),
+        )
     if kind not in ("cpu", "gpu", "cpu-frames", "gpu-frames"):
         raise UsageError(f"--probe is cpu, gpu, cpu-frames, gpu-frames or http, got {kind!r}")
     if size not in SIZES:
@@ -75,6 +97,19 @@ def coexist(
     chunks: int = typer.Option(50, "--chunks", min=2, help="Chunks per utterance."),
     tts_url: str | None = typer.Option(None, "--tts-url", help="--probe http: the streaming speech endpoint."),
     audio_format: str = typer.Option("wav", "--audio-format", help="--probe http: wav or pcm."),
+    tts_shape: str = typer.Option(
+        "audio",
+        "--tts-shape",
+        help="--probe http: how the server streams: audio (chunked PCM/WAV), sse (speech.audio.delta events, "
+        "vLLM-Omni's stream: true) or websocket (vLLM-Omni's /v1/audio/speech/stream).",
+    ),
+    tts_model: str = typer.Option("tts", "--tts-model", help="--probe http: the model field of the request."),
+    tts_voice: str = typer.Option("default", "--tts-voice", help="--probe http: the voice field of the request."),
+    tts_body: str | None = typer.Option(
+        None,
+        "--tts-body",
+        help='--probe http: extra request fields as a JSON object, like \'{"language": "English"}\'.',
+    ),
     sample_rate: int = typer.Option(24000, "--sample-rate", help="--probe http with pcm: samples per second."),
     conditions: str = typer.Option("alone,decode,prefill,both", "--conditions", help="Which, in this order."),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
@@ -102,7 +137,8 @@ def coexist(
         settle_s=settle,
         sharing=share,
     )
-    audio = {"url": tts_url, "format": audio_format, "sample_rate": sample_rate, "period": 0.0}
+    audio = {"url": tts_url, "format": audio_format, "sample_rate": sample_rate, "period": 0.0, "shape": tts_shape,
+             "model": tts_model, "voice": tts_voice, "body": tts_body}  # fmt: skip
     spec = {"steps_per_chunk": steps_per_chunk, "chunk_ms": chunk_ms, "chunks": chunks}
     the_probe = _probe(probe, probe_size, share, audio, spec)
     targets = targets_from([target] if target else [], model, api_key, quiet=json_out)

@@ -5,12 +5,14 @@ beside both), the conditions interleaved over repeats so drift does not favour o
 scenario runner of servelab.load. Every result records the GPU sharing mode, since it changes the answer many
 times over."""
 
+from servelab.coexist.audio_stream import SHAPES, AudioFormat
 from servelab.coexist.load import CONDITIONS, LlmLoad
-from servelab.coexist.probes import AudioFormat, HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
+from servelab.coexist.probes import HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
 from servelab.coexist.run import CoexistOptions, CoexistResult, parse_sharing, run_coexist, stored_result
 
 __all__ = [
     "CONDITIONS",
+    "SHAPES",
     "AudioFormat",
     "CoexistOptions",
     "CoexistResult",

@@ -1,7 +1,9 @@
 """The listener's side of a streamed voice: a jitter buffer that waits for ``lookahead`` seconds of audio before it
 starts playing, then plays without pause; a chunk that arrives after the buffer ran dry is an underrun, and the
-silence until it arrives is stall time. Pure functions over arrival times, so a known arrival sequence gives
-exact underrun counts and stall times."""
+silence until it arrives is stall time; the audio still buffered ahead of the playhead when each chunk arrives says
+how close the listener came to silence, whatever the chunking (a server sending 2 s chunks after an 80 ms first one
+stutters after the first chunk though its chunk interval looks steady). Pure functions over arrival times, so a
+known arrival sequence gives exact underrun counts and stall times."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Playback:
     stall_s: float
     audio_s: float
     rtf: float | None  # generation time over audio duration: below 1 keeps up on average
+    ahead_s: tuple[float, ...] = ()  # per chunk after playback started: audio left to play when it arrived (0: dry)
 
 
 def play(utterance: Utterance, lookahead_s: float) -> Playback:
@@ -45,10 +48,12 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
     t0 = utterance.scheduled_s
     audio = sum(c.audio_s for c in chunks)
     start = _start_time(chunks, lookahead_s)
-    clock, underruns, stall, lags, needed = start, 0, 0.0, [], start
+    clock, underruns, stall, lags, needed, ahead = start, 0, 0.0, [], start, []
     for chunk in chunks:
         lags.append(chunk.arrived_s - needed)
         needed += chunk.audio_s
+        if chunk.arrived_s > start:  # playing: how much audio the listener still had when this chunk came
+            ahead.append(max(0.0, clock - chunk.arrived_s))
         if chunk.arrived_s > clock:  # the buffer ran dry before this chunk came
             underruns += 1
             stall += chunk.arrived_s - clock
@@ -56,7 +61,9 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
         clock += chunk.audio_s
     intervals = tuple(b.arrived_s - a.arrived_s for a, b in itertools.pairwise(chunks))
     rtf = (chunks[-1].arrived_s - t0) / audio if audio > 0 else None
-    return Playback(chunks[0].arrived_s - t0, start - t0, intervals, tuple(lags), underruns, stall, audio, rtf)
+    return Playback(
+        chunks[0].arrived_s - t0, start - t0, intervals, tuple(lags), underruns, stall, audio, rtf, tuple(ahead)
+    )
 
 
 def _start_time(chunks: Sequence[Chunk], lookahead_s: float) -> float:

@@ -3,8 +3,9 @@ on the run's clock (``perf_counter``), so the playback model and the statistics 
 
 - ``WorkerProbe``: the stand-in decoder of ``worker.py`` in its own process, on a GPU (torch, CUDA graph) or on
   the CPU (numpy), voice or avatar-like frames.
-- ``HttpAudioProbe``: any server that streams PCM or WAV audio over HTTP, such as an OpenAI-style
-  ``/v1/audio/speech`` with ``stream``; each chunk's duration comes from its bytes and the sample format.
+- ``HttpAudioProbe``: any server that streams speech: chunked PCM or WAV, OpenAI ``speech.audio.delta`` SSE
+  events or vLLM-Omni's websocket (``audio_stream.py``); each chunk's duration comes from its bytes and the
+  sample format.
 """
 
 from __future__ import annotations
@@ -12,14 +13,23 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
 
+from servelab.coexist.audio_stream import (
+    SHAPES,
+    AudioBytes,
+    AudioFormat,
+    SseAudio,
+    websocket_config,
+    websocket_url,
+)
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.core.errors import UsageError
 from servelab.load.arrivals import OpenLoop
@@ -121,40 +131,10 @@ class WorkerProbe:
                 await self._proc.wait()
 
 
-@dataclass
-class AudioFormat:
-    sample_rate: int = 24000
-    channels: int = 1
-    sample_bytes: int = 2
-
-    @property
-    def bytes_per_second(self) -> int:
-        return self.sample_rate * self.channels * self.sample_bytes
-
-
-def parse_wav_header(head: bytes) -> tuple[AudioFormat, int] | None:
-    """(format, offset of the sample data) from the start of a WAV stream; None until enough bytes are in.
-    A streamed WAV header may carry 0 or 0xFFFFFFFF as sizes: only ``fmt `` and the start of ``data`` count."""
-    if len(head) < 12:
-        return None
-    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-        raise UsageError("the audio stream is not WAV (no RIFF/WAVE header); use --audio-format pcm")
-    pos, fmt = 12, None
-    while pos + 8 <= len(head):
-        cid, size = head[pos : pos + 4], struct.unpack("<I", head[pos + 4 : pos + 8])[0]
-        if cid == b"fmt ":
-            if pos + 24 > len(head):
-                return None
-            _, channels, rate, _, _, bits = struct.unpack("<HHIIHH", head[pos + 8 : pos + 24])
-            fmt = AudioFormat(rate, channels, bits // 8)
-        elif cid == b"data":
-            return (fmt, pos + 8) if fmt else None
-        pos += 8 + size + (size & 1)
-    return None
-
-
 class HttpAudioProbe:
-    """Streams speech from an HTTP TTS endpoint, one utterance per request, on an open-loop schedule."""
+    """Streams speech from a TTS endpoint, one utterance per request, on an open-loop schedule, in the server's own
+    shape (``audio``: chunked PCM/WAV; ``sse``: ``speech.audio.delta`` events; ``websocket``: vLLM-Omni's stream);
+    the request body is the OpenAI speech request with ``extra`` fields merged in."""
 
     kind = "http-audio"
 
@@ -170,17 +150,32 @@ class HttpAudioProbe:
         period_s: float = 0.0,
         api_key: str | None = None,
         timeout: float = 60.0,
+        shape: str = "audio",
+        extra: dict[str, Any] | None = None,
     ) -> None:
         if audio_format not in ("wav", "pcm"):
             raise UsageError(f"--audio-format is wav or pcm, got {audio_format!r}")
+        if shape not in SHAPES:
+            raise UsageError(f"--tts-shape is one of {', '.join(SHAPES)}, got {shape!r}")
         self.url, self.text, self.voice, self.model = url, text, voice, model
         self.audio_format, self.pcm, self.period_s = audio_format, pcm or AudioFormat(), period_s
+        self.shape, self.extra = shape, dict(extra or {})
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> dict[str, Any]:
-        return {"probe": self.kind, "url": self.url, "format": self.audio_format, "text_chars": len(self.text)}
+        return {"probe": self.kind, "url": self.url, "format": self.audio_format, "shape": self.shape,
+                "text_chars": len(self.text)}  # fmt: skip
+
+    def body(self) -> dict[str, Any]:
+        """The request: OpenAI's speech fields, the shape's streaming fields, then the user's extra fields."""
+        body: dict[str, Any] = {"model": self.model, "input": self.text, "voice": self.voice}
+        body["response_format"] = "pcm" if self.shape == "websocket" else self.audio_format
+        body |= {"stream": True, "stream_format": "sse"} if self.shape == "sse" else {"stream": True}
+        if self.shape == "audio":
+            body["stream_format"] = "audio"
+        return body | self.extra
 
     async def run(self, utterances: int, condition: str) -> list[Utterance]:
         out: list[Utterance] = []
@@ -195,40 +190,75 @@ class HttpAudioProbe:
         return out
 
     async def _one(self, scheduled: float, condition: str) -> Utterance:
-        body = {"model": self.model, "input": self.text, "voice": self.voice, "stream": True}
-        body["response_format"] = self.audio_format
         chunks: list[Chunk] = []
+        try:
+            if self.shape == "websocket":
+                error = await read_websocket(websocket_url(self.url), self.body(), chunks, self._headers, self._timeout)
+            else:
+                error = await self._http(chunks)
+        except (httpx.HTTPError, OSError, TimeoutError, WebSocketException) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        return Utterance(scheduled, tuple(chunks), condition, error)
+
+    async def _http(self, chunks: list[Chunk]) -> str | None:
         if self._client is None:  # made in the running loop
             self._client = httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
-        try:
-            async with self._client.stream("POST", self.url, json=body) as resp:
-                if resp.status_code >= 400:
-                    detail = (await resp.aread())[:200].decode(errors="replace")
-                    return Utterance(scheduled, (), condition, f"HTTP {resp.status_code}: {detail}")
-                await self._read(resp, chunks)
-        except httpx.HTTPError as exc:
-            return Utterance(scheduled, tuple(chunks), condition, f"{type(exc).__name__}: {exc}")
-        return Utterance(scheduled, tuple(chunks), condition)
-
-    async def _read(self, resp: httpx.Response, chunks: list[Chunk]) -> None:
-        fmt = self.pcm if self.audio_format == "pcm" else None
-        head, carry = b"", 0  # carry: bytes of a sample split across reads
-        async for data in resp.aiter_raw():
-            now = time.perf_counter()
-            if fmt is None:
-                head += data
-                parsed = parse_wav_header(head)
-                if parsed is None:
-                    continue
-                fmt, offset = parsed
-                data = head[offset:]
-            frame = fmt.channels * fmt.sample_bytes
-            whole = (carry + len(data)) // frame * frame
-            carry = carry + len(data) - whole
-            if whole:
-                chunks.append(Chunk(now, whole / fmt.bytes_per_second))
+        async with self._client.stream("POST", self.url, json=self.body()) as resp:
+            if resp.status_code >= 400:
+                detail = (await resp.aread())[:200].decode(errors="replace")
+                return f"HTTP {resp.status_code}: {detail}"
+            if self.shape == "sse":
+                return await _read_sse(resp, SseAudio(self.pcm), chunks)
+            await _read_audio(resp, AudioBytes(self.pcm, wav=self.audio_format == "wav"), chunks)
+        return None
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+async def _read_audio(resp: httpx.Response, audio: AudioBytes, chunks: list[Chunk]) -> None:
+    async for data in resp.aiter_raw():
+        now = time.perf_counter()
+        if seconds := audio.feed(data):
+            chunks.append(Chunk(now, seconds))
+
+
+async def _read_sse(resp: httpx.Response, sse: SseAudio, chunks: list[Chunk]) -> str | None:
+    async for data in resp.aiter_raw():
+        now = time.perf_counter()
+        if seconds := sse.feed(data):
+            chunks.append(Chunk(now, seconds))
+        if sse.done:
+            break
+    if sse.error:
+        return sse.error
+    return None if sse.done else "the SSE stream ended without speech.audio.done"
+
+
+async def read_websocket(
+    url: str, body: dict[str, Any], chunks: list[Chunk], headers: dict[str, str], timeout: float
+) -> str | None:
+    """One utterance over vLLM-Omni's websocket: config, the text, the flush; PCM frames until session.done."""
+    async with connect(url, additional_headers=headers, open_timeout=timeout, max_size=None) as ws:
+        await ws.send(json.dumps(websocket_config(body)))
+        await ws.send(json.dumps({"type": "input.text", "text": body["input"]}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        audio = AudioBytes(AudioFormat(), wav=False)
+        while True:
+            message = await asyncio.wait_for(ws.recv(), timeout)
+            now = time.perf_counter()
+            if isinstance(message, bytes):
+                if seconds := audio.feed(message):
+                    chunks.append(Chunk(now, seconds))
+                continue
+            event = json.loads(message)
+            kind = event.get("type")
+            if kind == "audio.start":
+                audio.fmt = AudioFormat(int(event.get("sample_rate") or audio.fmt.sample_rate))
+            elif kind == "error":
+                return str(event.get("message") or event)
+            elif kind == "session.done":
+                await ws.send(json.dumps({"type": "session.close"}))
+                return None

@@ -63,6 +63,7 @@ def _listener(utterances: Sequence[Utterance], lookahead_ms: float) -> ListenerF
     audio_min = sum(p.audio_s for p in plays) / 60 or 1.0
     stall = sum(p.stall_s for p in plays)
     starts = [p.start_s for p in plays if p.start_s is not None]
+    ahead = [a for p in plays for a in p.ahead_s]
     return ListenerFigures(
         lookahead_ms=lookahead_ms,
         underruns=sum(p.underruns for p in plays),
@@ -70,6 +71,8 @@ def _listener(utterances: Sequence[Utterance], lookahead_ms: float) -> ListenerF
         stall_ms=stall * MS,
         stall_ms_per_min=stall * MS / audio_min,
         start_p50_ms=_ms(_q(starts, 0.5)),
+        ahead_min_ms=_ms(min(ahead)) if ahead else None,
+        ahead_p5_ms=_ms(_q(ahead, 0.05)),
     )
 
 

@@ -67,3 +67,22 @@ def test_condition_figures_per_lookahead() -> None:
     # pace: (0.30 + 0.15) s of intervals brought 0.6 s of audio
     assert figs.pace_rtf == pytest.approx(0.45 / 0.6)
     assert good.chunks[0].audio_s == 0.1
+
+
+def test_large_chunks_stutter_after_the_first_one() -> None:
+    """vLLM-Omni's Qwen3-TTS shape: an 80 ms first frame, then 2 s chunks. Arrivals 0.1 (80 ms), 0.5, 2.4, 4.6
+    (2 s each). No lookahead: dry at 0.18 until 0.5 (0.32 s), then the clock is 2.5, chunk 3 comes with 0.1 s left,
+    the clock is 4.5, chunk 4 comes 0.1 s late. 300 ms: playback waits for 0.5 (2.08 s buffered), the clock reaches
+    2.58 and 4.58; chunk 4 is 0.02 s late. 500 ms is the same start. The intervals (0.4, 1.9, 2.2 s) look like a
+    steady slow stream; the listener hears gaps after the first chunk."""
+    u = Utterance(0.0, (Chunk(0.1, 0.08), Chunk(0.5, 2.0), Chunk(2.4, 2.0), Chunk(4.6, 2.0)))
+    none, short, long = (play(u, la) for la in (0.0, 0.3, 0.5))
+    assert none.underruns == 2 and none.stall_s == pytest.approx(0.32 + 0.1)
+    assert none.ahead_s == pytest.approx((0.0, 0.1, 0.0))
+    assert short.underruns == 1 and short.stall_s == pytest.approx(0.02) and short.start_s == pytest.approx(0.5)
+    assert short.ahead_s == pytest.approx((0.18, 0.0))
+    assert long.underruns == 1 and long.start_s == pytest.approx(0.5)
+    assert none.ttfa_s == pytest.approx(0.1) and none.intervals_s == pytest.approx((0.4, 1.9, 2.2))
+    figs = figures("c", [u], [0.0, 300.0])
+    assert [x.underruns for x in figs.listeners] == [2, 1]
+    assert figs.listeners[0].ahead_min_ms == pytest.approx(0.0) and figs.listeners[1].ahead_min_ms == pytest.approx(0.0)

@@ -16,6 +16,8 @@ class ListenerFigures(Model):
     stall_ms: float
     stall_ms_per_min: float  # stall per minute of audio
     start_p50_ms: float | None  # scheduled -> playback starts
+    ahead_min_ms: float | None = None  # the least audio buffered ahead when a chunk arrived (0: it ran dry)
+    ahead_p5_ms: float | None = None
 
 
 class LlmFigures(Model):
@@ -56,6 +58,7 @@ class ConditionFigures(Model):
 
 class CoexistRun(RunResult):
     kind: Literal["coexist"] = "coexist"
+    version: int = 2  # 2: listeners carry the audio buffered ahead
     probe: Facts = Field(default_factory=dict)
     sharing: Facts = Field(default_factory=dict)
     conditions: list[ConditionFigures] = Field(default_factory=list)
