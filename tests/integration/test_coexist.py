@@ -158,13 +158,19 @@ def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object
         records = db.records(result.run_id)
         info = db.get_run(result.run_id)
     assert result.failed is None, result.failed
-    assert [c.condition for c in result.conditions] == ["alone", "decode", "prefill", "both"]
-    for figs in result.conditions:
+    baselines = ["llm:decode", "llm:prefill", "llm:decode+prefill"]
+    assert [c.condition for c in result.conditions] == ["alone", "decode", "prefill", "both", *baselines]
+    for figs in result.conditions[:4]:
         assert figs.utterances == 3 and figs.chunks == 60 and figs.interval_p99_ms is not None
     labels = {r.scenario for r in records}
     assert {"llm-decode@decode", "llm-prefill@prefill", "llm-decode@both", "llm-prefill@both"} <= labels
     assert not any(r.scenario.endswith("@alone") for r in records)
-    assert {r.labels.condition for r in records} == {"decode", "prefill", "both"}
+    assert {r.labels.condition for r in records} == {"decode", "prefill", "both", *baselines}
+    # the LLM's side: each load's throughput beside the probe over the same load with no probe, judged
+    for figs in result.conditions[1:4]:
+        assert figs.llm is not None and figs.llm.tok_s_share is not None and figs.llm.tok_s_share > 0
+        assert figs.verdict is not None and "the LLM kept" in figs.verdict
+    assert all(c.utterances == 0 and c.llm is not None and c.llm.ok for c in result.conditions[4:])
     assert any(r.ok for r in records if r.scenario == "llm-decode@decode")
     assert all(r.ok or r.error == "cancelled" for r in records), [r.error_detail for r in records if r.error]
     prefill = [r for r in records if r.scenario.startswith("llm-prefill") and r.ok]

@@ -132,7 +132,8 @@ def test_coexist_load_beside_llama_server(llamacpp_engine: EngineState, tmp_path
     target = resolve_targets([("llamacpp", llamacpp_engine.url)])[0]
     probe = WorkerProbe(WorkerSpec("cpu", "voice", dim=256, layers=4, ffn=768, chunks=20, period_ms=2000))
     options = CoexistOptions(repeats=1, utterances=4, load=LlmLoad(decode_streams=2, decode_tokens=16,
-                             prefill_tokens=400), settle_s=3.0, sharing={"mode": "time-sliced"})  # fmt: skip
+                             prefill_tokens=400), settle_s=3.0, sharing={"mode": "time-sliced"},
+                             llm_baselines=False)  # fmt: skip
     with RunStore(tmp_path / "runs.sqlite") as db:
         result = run_coexist(db, probe, target, options)
         records = db.records(result.run_id)

@@ -23,6 +23,8 @@ from servelab.cli._common import (
 )
 from servelab.cli.progress import steps
 from servelab.coexist import (
+    CONDITIONS,
+    SEED_LAYERS,
     AudioFormat,
     CoexistOptions,
     HttpAudioProbe,
@@ -30,8 +32,10 @@ from servelab.coexist import (
     Probe,
     WorkerProbe,
     WorkerSpec,
+    parse_goals,
     parse_sharing,
     run_coexist,
+    with_baselines,
 )
 from servelab.core.errors import UsageError
 from servelab.report import plot_intervals
@@ -90,7 +94,12 @@ def coexist(
     ),
     model: list[str] = ModelOption,
     api_key: list[str] = ApiKeyOption,
-    probe: str = typer.Option("cpu", "--probe", help="cpu, gpu, cpu-frames, gpu-frames (avatar-like) or http."),
+    probe: str = typer.Option(
+        "cpu",
+        "--probe",
+        help="cpu, gpu, cpu-frames, gpu-frames (avatar-like) or http; several at once comma-separated (the first is "
+        "the voice, in every condition; the others, an avatar or a second voice, where a condition says avatar).",
+    ),
     probe_size: str = typer.Option("small", "--probe-size", help="Stand-in decoder size: small or 0.6b."),
     steps_per_chunk: int = typer.Option(2, "--steps-per-chunk", min=1, help="Decoder steps per audio chunk."),
     chunk_ms: float = typer.Option(40.0, "--chunk-ms", min=1.0, help="Audio per chunk (ms); frames: ignored."),
@@ -111,7 +120,18 @@ def coexist(
         help='--probe http: extra request fields as a JSON object, like \'{"language": "English"}\'.',
     ),
     sample_rate: int = typer.Option(24000, "--sample-rate", help="--probe http with pcm: samples per second."),
-    conditions: str = typer.Option("alone,decode,prefill,both", "--conditions", help="Which, in this order."),
+    conditions: str | None = typer.Option(
+        None,
+        "--conditions",
+        help="Which, in this order: alone, avatar, decode, prefill, both, all, or parts joined with + (default: "
+        "alone,decode,prefill,both; with several probes the seed's layers alone,avatar,decode,prefill,all).",
+    ),
+    goals: str = typer.Option(
+        "", "--goals", help="What a condition must keep, like lateness=1.1,underruns@300=0,fps=25,llm=0.8 (defaults)."
+    ),
+    llm_baseline: bool = typer.Option(
+        True, "--llm-baseline/--no-llm-baseline", help="Also run each LLM load with no probe: the share the LLM kept."
+    ),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
     utterances: int = typer.Option(10, "--utterances", min=1, help="Utterances per condition and round."),
     lookahead: str = typer.Option("0,300,500", "--lookahead", help="Listener lookahead buffers to compare (ms)."),
@@ -128,27 +148,31 @@ def coexist(
 ) -> None:
     """Does a long prefill make the streaming voice stutter? Chunk-interval p99, underruns, RTF per condition."""
     share = parse_sharing(sharing)
+    kinds = [k.strip() for k in probe.split(",") if k.strip()]
+    default = SEED_LAYERS if len(kinds) > 1 else CONDITIONS
     options = CoexistOptions(
-        conditions=tuple(c.strip() for c in conditions.split(",") if c.strip()),
+        conditions=tuple(c.strip() for c in conditions.split(",") if c.strip()) if conditions else default,
         repeats=repeats,
         utterances=utterances,
         lookaheads_ms=_floats(lookahead, "--lookahead"),
         load=LlmLoad(decode_streams, decode_tokens, prefill_tokens),
         settle_s=settle,
         sharing=share,
+        goals=parse_goals(goals),
+        llm_baselines=llm_baseline,
     )
     audio = {"url": tts_url, "format": audio_format, "sample_rate": sample_rate, "period": 0.0, "shape": tts_shape,
              "model": tts_model, "voice": tts_voice, "body": tts_body}  # fmt: skip
     spec = {"steps_per_chunk": steps_per_chunk, "chunk_ms": chunk_ms, "chunks": chunks}
-    the_probe = _probe(probe, probe_size, share, audio, spec)
+    the_probes = [_probe(kind, probe_size, share, audio, spec) for kind in kinds]
     targets = targets_from([target] if target else [], model, api_key, quiet=json_out)
+    segments = len(with_baselines(options.conditions) if targets and llm_baseline else options.conditions)
     out = console()
     with open_store(store) as db:
         with steps(not json_out) as bar:
-            bar.start(f"{len(options.conditions)} conditions x {options.repeats} rounds",
-                      len(options.conditions) * options.repeats)  # fmt: skip
+            bar.start(f"{segments} conditions x {options.repeats} rounds", segments * options.repeats)
             result = run_coexist(
-                db, the_probe, targets[0] if targets else None, options, args=_args(locals()),
+                db, the_probes, targets[0] if targets else None, options, args=_args(locals()),
                 progress=lambda condition, chunks: bar.advance(),
             )  # fmt: skip
         if plot:

@@ -6,22 +6,32 @@ scenario runner of servelab.load. Every result records the GPU sharing mode, sin
 times over."""
 
 from servelab.coexist.audio_stream import SHAPES, AudioFormat
-from servelab.coexist.load import CONDITIONS, LlmLoad
+from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines
+from servelab.coexist.goals import Goals, judge, parse_goals
+from servelab.coexist.load import LlmLoad
 from servelab.coexist.probes import HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
-from servelab.coexist.run import CoexistOptions, CoexistResult, parse_sharing, run_coexist, stored_result
+from servelab.coexist.run import CoexistOptions, CoexistResult, parse_sharing, probe_names, run_coexist, stored_result
 
 __all__ = [
     "CONDITIONS",
+    "SEED_LAYERS",
     "SHAPES",
     "AudioFormat",
     "CoexistOptions",
     "CoexistResult",
+    "Condition",
+    "Goals",
     "HttpAudioProbe",
     "LlmLoad",
     "Probe",
     "WorkerProbe",
     "WorkerSpec",
+    "judge",
+    "parse_condition",
+    "parse_goals",
     "parse_sharing",
+    "probe_names",
     "run_coexist",
     "stored_result",
+    "with_baselines",
 ]

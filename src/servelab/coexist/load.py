@@ -8,12 +8,11 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from servelab.coexist.conditions import Condition
 from servelab.core.records import Labels, RequestRecord
 from servelab.core.urls import api_base
 from servelab.load.runner import Load, ScenarioRun, Target, fit_filler, room, token_counter
 from servelab.load.scenarios import Scenario
-
-CONDITIONS = ("alone", "decode", "prefill", "both")
 
 DECODE = Scenario(
     name="llm-decode",
@@ -59,16 +58,16 @@ class Background:
         self._tasks: list[asyncio.Task[object]] = []
         self._runs: list[ScenarioRun] = []
 
-    def start(self, condition: str, load: LlmLoad, prefill: Scenario | None) -> None:
+    def start(self, condition: Condition, load: LlmLoad, prefill: Scenario | None) -> None:
         steps: list[Scenario] = []
-        if condition in ("decode", "both"):
+        if condition.decode:
             steps.append(replace(DECODE, max_tokens=load.decode_tokens, concurrency=load.decode_streams))
-        if condition in ("prefill", "both") and prefill is not None:
+        if condition.prefill and prefill is not None:
             steps.append(prefill)
         for scenario in steps:
-            labelled = replace(scenario, name=f"{scenario.name}@{condition}")
+            labelled = replace(scenario, name=f"{scenario.name}@{condition.name}")
             load_ = Load(requests=None, warmup=0, max_consecutive_errors=20, keep_cancelled=True)  # until stopped
-            run = ScenarioRun(self.target, labelled, load_, self.sink, Labels(condition=condition))
+            run = ScenarioRun(self.target, labelled, load_, self.sink, Labels(condition=condition.name))
             self._runs.append(run)
             self._tasks.append(asyncio.create_task(run.run()))
 

@@ -25,6 +25,7 @@ class Utterance:
     chunks: tuple[Chunk, ...]
     condition: str = ""
     error: str | None = None
+    probe: str = ""  # which probe (several run at once), by its name
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servelab.coexist.load import CONDITIONS, Background, LlmLoad, fitted_prefill
+from servelab.coexist.conditions import CONDITIONS, Condition, parse_condition, with_baselines
+from servelab.coexist.goals import Goals, judge
+from servelab.coexist.load import Background, LlmLoad, fitted_prefill
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
 from servelab.coexist.summary import figures
@@ -47,6 +51,9 @@ class CoexistOptions:
     settle_s: float = 2.0  # the LLM load runs this long before the probe starts
     min_chunks: int = 1000
     sharing: Facts = field(default_factory=lambda: {"mode": "time-sliced"})
+    goals: Goals = field(default_factory=Goals)
+    llm_baselines: bool = True  # also run each LLM load with no probe, for the share the LLM kept
+    baseline_s: float = 10.0  # how long an LLM-only baseline runs when no probe segment has set the pace
 
 
 @dataclass
@@ -58,6 +65,7 @@ class CoexistResult:
     utterances: list[Utterance]
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None
+    goals: dict[str, float] = field(default_factory=dict)
 
     def stored(self) -> CoexistRun:
         """The typed result every output renders (the utterances are kept beside it as raw material)."""
@@ -65,22 +73,36 @@ class CoexistResult:
             probe=self.probe,
             sharing=self.sharing,
             conditions=self.conditions,
+            goals=self.goals,
             warnings=self.warnings,
             error=self.failed,
         )
 
 
-def _check(options: CoexistOptions, target: Target | None) -> None:
-    unknown = [c for c in options.conditions if c not in CONDITIONS]
-    if unknown:
-        raise UsageError(f"unknown condition(s) {', '.join(unknown)}", hint=f"choose from {', '.join(CONDITIONS)}")
-    if target is None and any(c != "alone" for c in options.conditions):
-        raise UsageError("conditions with LLM load need --target NAME=URL (or --conditions alone)")
+def _check(options: CoexistOptions, target: Target | None, probes: int) -> list[Condition]:
+    """The conditions to run, in order (with the LLM-only baselines when asked), each checked first."""
+    names = with_baselines(options.conditions) if options.llm_baselines and target else options.conditions
+    conditions = [parse_condition(n) for n in names]
+    if target is None and any(c.llm for c in conditions):
+        raise UsageError("conditions with LLM load need --target NAME=URL (or --conditions alone,avatar)")
+    if probes < 2 and any(c.companions for c in conditions):
+        raise UsageError("the avatar conditions need a second probe (--probe voice,avatar: the probes to run at once)")
+    return conditions
+
+
+def probe_names(probes: Sequence[Probe]) -> list[str]:
+    """Each probe's name: its kind, numbered from the second of a kind (``http-audio``, ``http-audio-2``)."""
+    seen: dict[str, int] = {}
+    names = []
+    for p in probes:
+        seen[p.kind] = seen.get(p.kind, 0) + 1
+        names.append(p.kind if seen[p.kind] == 1 else f"{p.kind}-{seen[p.kind]}")
+    return names
 
 
 def run_coexist(
     store: RunStore,
-    probe: Probe,
+    probe: Probe | Sequence[Probe],
     target: Target | None,
     options: CoexistOptions,
     *,
@@ -88,11 +110,14 @@ def run_coexist(
     progress: Callable[[str, int], None] | None = None,
 ) -> CoexistResult:
     """Run every condition ``repeats`` times (order rotated each repeat), store the LLM records, the utterances
-    and the per-condition figures, and return them. A failure part-way keeps what was measured."""
-    _check(options, target)
+    and the per-condition figures, and return them. Several probes run at once: the first in every condition, the
+    others where the condition says ``avatar``; each probe's figures are its own. A failure part-way keeps what
+    was measured."""
+    probes = [probe] if not isinstance(probe, Sequence) else list(probe)
+    conditions = _check(options, target, len(probes))
     targets = {target.name: target.url} if target else {}
     run = RunRecorder(store, "coexist", build_manifest("coexist", args or {}, targets, {"sharing": options.sharing}))
-    session = _Session(run, probe, target, options, progress)
+    session = _Session(run, probes, target, options, progress, conditions)
     try:
         asyncio.run(session.run())
     except Exception as exc:  # keep the measured part, say what broke
@@ -112,66 +137,132 @@ class _Session:
     def __init__(
         self,
         run: RunRecorder,
-        probe: Probe,
+        probes: list[Probe],
         target: Target | None,
         options: CoexistOptions,
         progress: Callable[[str, int], None] | None,
+        conditions: list[Condition],
     ) -> None:
-        self.recorder, self.run_id, self.probe, self.target, self.options = run, run.run_id, probe, target, options
-        self.progress = progress
+        self.recorder, self.run_id, self.probes, self.target, self.options = run, run.run_id, probes, target, options
+        self.progress, self.conditions, self.names = progress, conditions, probe_names(probes)
         self.utterances: list[Utterance] = []
         self.records: list[RequestRecord] = []
         self.warnings: list[str] = []
         self.probe_info: Facts = {}
         self.failed: str | None = None
+        self._segment_s: list[float] = []  # how long the probe segments took: the baselines' length
 
     def _sink(self, record: RequestRecord) -> None:
         self.records.append(record)
         self.recorder.sink(record)
 
     async def run(self) -> None:
-        self.probe_info = await self.probe.start()
+        infos = [await p.start() for p in self.probes]
+        self.probe_info = infos[0] if len(infos) == 1 else {**infos[0], "probes": list[Any](self.names)}
         try:
             prefill = None
-            if self.target and any(c in ("prefill", "both") for c in self.options.conditions):
+            if self.target and any(c.prefill for c in self.conditions):
                 prefill, notes = await fitted_prefill(self.target, self.options.load)
                 self.warnings += notes
+            with_probes = [c for c in self.conditions if c.probes]
             for rep in range(self.options.repeats):
-                order = self.options.conditions[rep % len(self.options.conditions) :]
-                for condition in order + self.options.conditions[: rep % len(self.options.conditions)]:
+                shift = rep % max(1, len(with_probes))
+                for condition in with_probes[shift:] + with_probes[:shift]:
                     await self._segment(condition, prefill)
+                for condition in (c for c in self.conditions if not c.probes):
+                    await self._baseline(condition, prefill)
         finally:
-            await self.probe.close()
+            for p in self.probes:
+                await p.close()
 
-    async def _segment(self, condition: str, prefill: Any) -> None:
+    async def _segment(self, condition: Condition, prefill: Any) -> None:
         background = Background(self.target, self._sink) if self.target else None
-        if background and condition != "alone":
+        if background and condition.llm:
             background.start(condition, self.options.load, prefill)
             await asyncio.sleep(self.options.settle_s)
+        active = list(zip(self.names, self.probes, strict=True))[: None if condition.companions else 1]
+        began = time.perf_counter()
         try:
-            got = await self.probe.run(self.options.utterances, condition)
+            runs = await asyncio.gather(*(p.run(self.options.utterances, condition.name) for _, p in active))
         finally:
             if background:
                 self.warnings += await background.stop()
-        self.utterances += got
+        self._segment_s.append(time.perf_counter() - began)
+        for (name, _), got in zip(active, runs, strict=True):
+            self.utterances += [replace(u, probe=name) for u in got]
         if self.progress:
-            self.progress(condition, sum(len(u.chunks) for u in got))
+            self.progress(condition.name, sum(len(u.chunks) for got in runs for u in got))
+
+    async def _baseline(self, condition: Condition, prefill: Any) -> None:
+        """The LLM load with no probe, as long as a probe segment took (its throughput is the LLM's alone)."""
+        assert self.target is not None
+        background = Background(self.target, self._sink)
+        background.start(condition, self.options.load, prefill)
+        seconds = statistics.median(self._segment_s) if self._segment_s else self.options.baseline_s
+        try:
+            await asyncio.sleep(self.options.settle_s + seconds)
+        finally:
+            self.warnings += await background.stop()
+        if self.progress:
+            self.progress(condition.name, 0)
 
     def result(self) -> CoexistResult:
-        conditions = []
-        for condition in self.options.conditions:
-            mine = [u for u in self.utterances if u.condition == condition]
-            figs = figures(condition, mine, self.options.lookaheads_ms)
-            figs.llm = _llm_figures([r for r in self.records if r.labels.condition == condition])
-            if figs.chunks < self.options.min_chunks:
-                self.warnings.append(
-                    f"{condition}: p99 rests on {figs.chunks} chunks (at least {self.options.min_chunks} wanted; "
-                    "raise --utterances or --repeats)"
-                )
-            conditions.append(figs)
-        return CoexistResult(
-            self.run_id, self.probe_info, self.options.sharing, conditions, self.utterances, self.warnings, self.failed
+        conditions = condition_figures(
+            [c.name for c in self.conditions], self.names, self.utterances, self.records, self.options.lookaheads_ms
         )
+        for figs in conditions:
+            if figs.probe and figs.chunks < self.options.min_chunks:
+                self.warnings.append(
+                    f"{figs.condition}{_of(figs, self.names)}: p99 rests on {figs.chunks} chunks (at least "
+                    f"{self.options.min_chunks} wanted; raise --utterances or --repeats)"
+                )
+        judge(conditions, self.options.goals)
+        return CoexistResult(
+            self.run_id,
+            self.probe_info,
+            self.options.sharing,
+            conditions,
+            self.utterances,
+            self.warnings,
+            self.failed,
+            self.options.goals.as_dict(),
+        )
+
+
+def _of(figs: ConditionFigures, names: Sequence[str]) -> str:
+    return f" ({figs.probe})" if len(names) > 1 else ""
+
+
+def condition_figures(
+    conditions: Sequence[str],
+    probes: Sequence[str],
+    utterances: Sequence[Utterance],
+    records: Sequence[RequestRecord],
+    lookaheads_ms: Sequence[float],
+) -> list[ConditionFigures]:
+    """One set of figures per condition and probe that ran in it (an LLM-only baseline: its LLM figures alone);
+    the LLM's figures on the first probe's, with the share of its baseline's throughput it kept."""
+    out: list[ConditionFigures] = []
+    for name in conditions:
+        llm = _llm_figures([r for r in records if r.labels.condition == name])
+        ran = [p for p in probes if any(u.condition == name and u.probe in (p, "") for u in utterances)]
+        for i, probe in enumerate(ran or [""]):
+            mine = [u for u in utterances if u.condition == name and u.probe in (probe, "")]
+            figs = figures(name, mine, lookaheads_ms)
+            figs.probe, figs.llm = probe, llm if i == 0 else None
+            out.append(figs)
+    _shares(out, conditions)
+    return out
+
+
+def _shares(figs: list[ConditionFigures], names: Sequence[str]) -> None:
+    alone = {f.condition: f.llm for f in figs if not f.probe and f.llm is not None}
+    for f in figs:
+        base = parse_condition(f.condition).baseline if f.condition in names else None
+        ref = alone.get(base) if base else None
+        if f.llm is not None and ref is not None and ref.aggregate_tok_s > 0:
+            f.llm.tok_s_share = f.llm.aggregate_tok_s / ref.aggregate_tok_s
+            f.llm.ttft_p50_alone_ms = ref.ttft_ms.get("p50")
 
 
 def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
@@ -184,12 +275,22 @@ def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     )  # fmt: skip
 
 
+def _chunk_row(c: Chunk, t0: float) -> list[float]:
+    """[arrival, audio] after the utterance's schedule; a frame's due time third."""
+    return [c.arrived_s - t0, c.audio_s] + ([c.due_s - t0] if c.due_s is not None else [])
+
+
+def _chunk_of(row: list[float], t0: float) -> Chunk:
+    return Chunk(t0 + row[0], row[1], t0 + row[2] if len(row) > 2 else None)
+
+
 def _utterance_dict(u: Utterance) -> dict[str, Any]:
     return {
         "condition": u.condition,
+        "probe": u.probe,
         "scheduled": u.scheduled_s,
         "error": u.error,
-        "chunks": [[c.arrived_s - u.scheduled_s, c.audio_s] for c in u.chunks],
+        "chunks": [_chunk_row(c, u.scheduled_s) for c in u.chunks],
     }
 
 
@@ -201,16 +302,19 @@ def stored_result(store: RunStore, run_id: str) -> CoexistResult:
     raw = store.summaries(run_id).get("coexist/utterances", {}).get("utterances", [])
     utterances = [
         Utterance(
-            u["scheduled"], tuple(Chunk(u["scheduled"] + t, a) for t, a in u["chunks"]), u["condition"], u["error"]
+            u["scheduled"],
+            tuple(_chunk_of(row, u["scheduled"]) for row in u["chunks"]),
+            u["condition"],
+            u["error"],
+            u.get("probe", ""),
         )
         for u in raw
     ]
-    records = store.records(run_id)
-    conditions = []
-    for stored in head.conditions:
-        name = stored.condition
-        lookaheads = [lf.lookahead_ms for lf in stored.listeners]
-        figs = figures(name, [u for u in utterances if u.condition == name], lookaheads)
-        figs.llm = _llm_figures([r for r in records if r.labels.condition == name])
-        conditions.append(figs)
-    return CoexistResult(run_id, head.probe, head.sharing, conditions, utterances, head.warnings, head.error)
+    names = list(dict.fromkeys(c.condition for c in head.conditions))
+    probes = list(dict.fromkeys(c.probe for c in head.conditions if c.probe)) or [""]
+    lookaheads = next(([lf.lookahead_ms for lf in c.listeners] for c in head.conditions if c.listeners), [])
+    conditions = condition_figures(names, probes, utterances, store.records(run_id), lookaheads)
+    judge(conditions, Goals(**head.goals) if head.goals else Goals())
+    return CoexistResult(
+        run_id, head.probe, head.sharing, conditions, utterances, head.warnings, head.error, head.goals
+    )

@@ -20,32 +20,55 @@ def sharing_text(sharing: Mapping[str, object]) -> str:
 
 
 def coexist_section(out: Section, result: CoexistRun) -> None:
-    listeners = [lf.lookahead_ms for lf in result.conditions[0].listeners] if result.conditions else []
+    probed = [c for c in result.conditions if c.probe or c.utterances]
+    listeners = [lf.lookahead_ms for lf in probed[0].listeners] if probed else []
+    several = len({c.probe for c in probed}) > 1
     headers = ["condition", "chunks", "TTFA\np50 ms", "gap\np50 ms", "gap p99\nms [95%]", "gap\nmax ms", "pace\nRTF"]
     headers += [f"stalls\n@{la:g} ms" for la in listeners]
-    rows = [_row(c) for c in result.conditions]
+    rows = [_row(c, several) for c in probed]
     caption = f"Probe {result.probe.get('probe')}, GPU sharing: {sharing_text(result.sharing)}"
     note = (
         "gap: the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
         "lookahead hears (and their stall ms)"
     )
     out.tables.append(Table(caption, headers, rows, note=note))
+    if any(c.llm is not None for c in result.conditions):
+        out.tables.append(llm_table(result.conditions))
     out.verdicts += verdicts(result)
+    out.verdicts += [f"{c.condition} ({c.probe}): {c.verdict}" for c in result.conditions if c.verdict]
     out.problems += result.warnings
 
 
-def _row(c: ConditionFigures) -> list[str]:
+LLM_NOTE = "the LLM's own requests in each condition; kept: its tok/s over the same load's with no probe (llm:...)"
+
+
+def llm_table(conditions: list[ConditionFigures]) -> Table:
+    """The LLM's side of every condition: what it got, and the share of its throughput alone it kept."""
+    rows = []
+    for c in conditions:
+        if c.llm is None:
+            continue
+        kept = f"{c.llm.tok_s_share:.0%}" if c.llm.tok_s_share is not None else "-"
+        ttft = f"{fmt(c.llm.ttft_ms.get('p50'), 0)} ({fmt(c.llm.ttft_p50_alone_ms, 0)})"
+        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}", fmt(c.llm.aggregate_tok_s, 0), kept, ttft])
+    headers = ["condition", "LLM ok/n", "LLM\ntok/s", "kept", "TTFT p50 ms\n(alone)"]
+    return Table("The LLM's side", headers, rows, note=LLM_NOTE)
+
+
+def _row(c: ConditionFigures, several: bool = False) -> list[str]:
     p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
-    row = [c.condition, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.interval_p50_ms, 2), p99]
+    name = f"{c.condition}\n{c.probe}" if several else c.condition
+    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.interval_p50_ms, 2), p99]
     row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
     return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" for lf in c.listeners]
 
 
 def verdicts(result: CoexistRun) -> list[str]:
-    alone = next((c for c in result.conditions if c.condition == "alone"), None)
+    first = next((c.probe for c in result.conditions if c.probe), "")
+    alone = next((c for c in result.conditions if c.condition == "alone" and c.probe == first), None)
     lines = []
     for c in result.conditions:
-        if c.condition == "alone" or alone is None or c.interval_p99_ms is None:
+        if c.condition == "alone" or alone is None or c.interval_p99_ms is None or c.probe != first:
             continue
         llm = c.llm
         failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}

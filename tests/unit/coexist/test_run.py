@@ -55,3 +55,76 @@ def test_a_probe_that_dies_keeps_what_was_measured(tmp_path: Path) -> None:
     assert result.failed == "RuntimeError: probe died"
     assert info.status == "failed"
     assert again.conditions[0].utterances == 10  # the first round, stored
+
+
+class FramesProbe(ScriptedProbe):
+    """A scripted avatar: 25 frames a second, each frame due and arriving on time (its own figures, frames)."""
+
+    kind = "scripted-frames"
+
+    async def run(self, utterances: int, condition: str) -> list[Utterance]:
+        self.calls.append(condition)
+        base = 10.0 * len(self.calls)
+        return [
+            Utterance(base, tuple(Chunk(base + 0.04 * i + 0.001, 0.04, base + 0.04 * i) for i in range(50)), condition)
+            for _ in range(utterances)
+        ]
+
+
+def test_two_probes_at_once_keep_their_figures_apart(tmp_path: Path) -> None:
+    """The voice runs in every condition, the avatar only where the condition says so; each probe's figures are
+    its own (the avatar's frame rate, the voice's audio), and the stored run gives them back the same."""
+    voice, avatar = ScriptedProbe(), FramesProbe()
+    with RunStore(tmp_path / "s.sqlite") as db:
+        options = CoexistOptions(conditions=("alone", "avatar"), repeats=2, utterances=2)
+        result = run_coexist(db, [voice, avatar], None, options)
+        again = stored_result(db, result.run_id)
+    assert voice.calls == ["alone", "avatar", "avatar", "alone"] and avatar.calls == ["avatar", "avatar"]
+    by = {(c.condition, c.probe): c for c in result.conditions}
+    assert set(by) == {("alone", "scripted"), ("avatar", "scripted"), ("avatar", "scripted-frames")}
+    assert by["avatar", "scripted-frames"].min_fps == pytest.approx(25.0) and by["avatar", "scripted"].min_fps is None
+    assert by["avatar", "scripted"].chunks == 80 and by["avatar", "scripted-frames"].chunks == 200
+    assert by["avatar", "scripted-frames"].meets is True and "fps" in (by["avatar", "scripted-frames"].verdict or "")
+    assert [c.model_dump() for c in again.conditions] == [c.model_dump() for c in result.conditions]
+
+
+def test_conditions_need_what_they_name() -> None:
+    from servelab.coexist import parse_condition, with_baselines
+    from servelab.core.errors import UsageError
+
+    assert parse_condition("all") == parse_condition("avatar+decode+prefill").__class__(
+        "all", companions=True, decode=True, prefill=True
+    )
+    assert parse_condition("both").baseline == "llm:decode+prefill" and parse_condition("alone").baseline is None
+    assert with_baselines(("alone", "avatar", "decode", "prefill", "all")) == (
+        "alone", "avatar", "decode", "prefill", "all", "llm:decode", "llm:prefill", "llm:decode+prefill",
+    )  # fmt: skip
+    for bad in ("loud", "llm:avatar", "llm:", "decode+shout"):
+        with pytest.raises(UsageError):
+            parse_condition(bad)
+
+
+def test_the_llm_share_is_against_the_same_load_with_no_probe() -> None:
+    """An LLM condition's throughput over its llm: baseline's; the goals then judge the share."""
+    from servelab.coexist.goals import Goals, judge
+    from servelab.coexist.run import condition_figures
+    from servelab.core.records import Labels, RequestRecord
+
+    def rec(condition: str, start: float, tokens: int) -> RequestRecord:
+        ns = int(start * 1e9)
+        return RequestRecord("r", "chat", sent_ns=ns, first_token_ns=ns + 10_000_000, end_ns=ns + 1_000_000_000,
+                             chunk_ns=[ns + 10_000_000, ns + 1_000_000_000], completion_tokens=tokens,
+                             labels=Labels(condition=condition))  # fmt: skip
+
+    voice = [Utterance(0.0, tuple(Chunk(0.01 * (i + 1), 0.04) for i in range(20)), c, probe="v")
+             for c in ("alone", "prefill")]  # fmt: skip
+    records = [rec("prefill", 0.0, 600), rec("llm:prefill", 5.0, 1000)]
+    figs = condition_figures(["alone", "prefill", "llm:prefill"], ["v"], voice, records, [0.0, 300.0])
+    by = {(f.condition, f.probe): f for f in figs}
+    assert by["llm:prefill", ""].utterances == 0 and by["llm:prefill", ""].llm is not None
+    share = by["prefill", "v"].llm
+    assert share is not None and share.tok_s_share == pytest.approx(0.6)
+    judge(figs, Goals())
+    assert by["prefill", "v"].meets is False and "kept 60%" in (by["prefill", "v"].verdict or "")
+    judge(figs, Goals(llm=0.5))
+    assert by["prefill", "v"].meets is True

@@ -29,12 +29,15 @@ class LlmFigures(Model):
     ttft_ms: dict[str, float]
     tpot_ms: dict[str, float]
     aggregate_tok_s: float
+    tok_s_share: float | None = None  # aggregate tok/s over the same load's with no probe running (llm:...)
+    ttft_p50_alone_ms: float | None = None  # that baseline's median TTFT
     failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
     failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
 
 
 class ConditionFigures(Model):
     condition: str
+    probe: str = ""  # which probe these figures are of (several run at once); "" for an LLM-only baseline
     utterances: int
     chunks: int
     errors: int
@@ -54,11 +57,14 @@ class ConditionFigures(Model):
     frame_latency_p99_ms: float | None = None
     min_fps: float | None = None
     llm: LlmFigures | None = None
+    meets: bool | None = None  # against the run's goals (None: nothing to judge, e.g. the probe alone)
+    verdict: str | None = None  # which goals held and which did not, with the figures
 
 
 class CoexistRun(RunResult):
     kind: Literal["coexist"] = "coexist"
-    version: int = 2  # 2: listeners carry the audio buffered ahead
+    version: int = 2  # 2: listeners carry the audio buffered ahead; several probes; the LLM's share; goals
+    goals: dict[str, float] = Field(default_factory=dict)  # what a condition must keep to meet them
     probe: Facts = Field(default_factory=dict)
     sharing: Facts = Field(default_factory=dict)
     conditions: list[ConditionFigures] = Field(default_factory=list)

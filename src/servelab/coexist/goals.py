@@ -1,0 +1,85 @@
+"""What a condition must keep for the voice to be called safe, and the verdict of each condition against it.
+
+Defaults: the voice's p99 chunk lateness within +10% of the voice alone (and 5 ms of slack, so a few ms alone does
+not make any jitter a failure), no underrun for a listener with 300 ms of lookahead, an avatar at 25 fps or more,
+and the LLM keeping 80% of the throughput it had with no probe running. ``--goals`` changes them:
+``lateness=1.1,slack=5,underruns@300=0,fps=25,llm=0.8``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+
+from servelab.core.errors import UsageError
+from servelab.core.results import ConditionFigures, ListenerFigures
+
+EPS = 1e-6  # a figure computed to equal its goal (25 frames a second exactly) meets it
+
+
+@dataclass(frozen=True, slots=True)
+class Goals:
+    lateness: float = 1.10  # voice p99 lateness at most this times the voice alone's ...
+    slack: float = 5.0  # ... plus this many ms
+    lookahead: float = 300.0  # the listener whose underruns count (ms of lookahead)
+    underruns: float = 0.0  # at most this many underruns for that listener
+    fps: float = 25.0  # frame probes: the lowest frame rate at least this
+    llm: float = 0.80  # the LLM's aggregate tok/s at least this share of its own with no probe
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+def parse_goals(text: str) -> Goals:
+    """``lateness=1.1,slack=5,underruns@300=0,fps=25,llm=0.8`` (any of them)."""
+    goals, names = Goals(), {f.name for f in fields(Goals)}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key, _, at = key.partition("@")
+        if not sep or key not in names:
+            raise UsageError(f"cannot read goal {part!r}", hint="like lateness=1.1,underruns@300=0,fps=25,llm=0.8")
+        try:
+            number = float(value)
+            goals = replace(goals, **{key: number}, **({"lookahead": float(at)} if at else {}))
+        except ValueError:
+            raise UsageError(f"goal {part!r}: {value!r} is not a number") from None
+    return goals
+
+
+def judge(conditions: Sequence[ConditionFigures], goals: Goals) -> None:
+    """Set ``meets`` and ``verdict`` on every probe's figures beside some load (the probe alone is the reference)."""
+    alone = {c.probe: c for c in conditions if c.condition == "alone"}
+    for c in conditions:
+        if not c.probe or c.condition == "alone" or c.utterances == 0:
+            continue
+        missed, held = _check(c, alone.get(c.probe), goals)
+        c.meets = not missed
+        c.verdict = ("misses: " + "; ".join(missed)) if missed else ("meets the goals: " + "; ".join(held))
+
+
+def _check(c: ConditionFigures, alone: ConditionFigures | None, goals: Goals) -> tuple[list[str], list[str]]:
+    missed: list[str] = []
+    held: list[str] = []
+
+    def note(ok: bool, text: str) -> None:
+        (held if ok else missed).append(text)
+
+    if c.min_fps is not None:
+        note(c.min_fps >= goals.fps - EPS, f"lowest {c.min_fps:.1f} fps (goal {goals.fps:g})")
+    else:
+        if alone is not None and alone.lag_p99_ms is not None and c.lag_p99_ms is not None:
+            limit = max(alone.lag_p99_ms, 0.0) * goals.lateness + goals.slack
+            note(c.lag_p99_ms <= limit + EPS, f"lateness p99 {c.lag_p99_ms:.1f} ms (alone {alone.lag_p99_ms:.1f}, "
+                                        f"at most {limit:.1f})")  # fmt: skip
+        listener = _listener(c.listeners, goals.lookahead)
+        if listener is not None:
+            note(listener.underruns <= goals.underruns,
+                 f"{listener.underruns} underruns at {goals.lookahead:g} ms lookahead")  # fmt: skip
+    if c.llm is not None and c.llm.tok_s_share is not None:
+        note(
+            c.llm.tok_s_share >= goals.llm, f"the LLM kept {c.llm.tok_s_share:.0%} of its tok/s (goal {goals.llm:.0%})"
+        )
+    return missed, held
+
+
+def _listener(listeners: Sequence[ListenerFigures], lookahead: float) -> ListenerFigures | None:
+    return next((lf for lf in listeners if lf.lookahead_ms == lookahead), None)
