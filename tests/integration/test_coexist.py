@@ -193,3 +193,67 @@ def test_coexist_cli_with_the_websocket_probe(tts_url: str, tmp_path: Path, caps
     got = json.loads(capsys.readouterr().out)
     (alone,) = got["conditions"]
     assert alone["utterances"] == 2 and alone["errors"] == 0 and alone["chunks"] > 6
+
+
+class _LeaseWatcher:
+    """A scripted probe (the probe is not what is tested) that asks the gateway, while it "speaks", whether the
+    realtime lease is held."""
+
+    kind = "watcher"
+
+    def __init__(self, gateway: str) -> None:
+        self.gateway, self.seen = gateway, {}  # type: dict[str, bool]
+
+    async def start(self) -> dict[str, object]:
+        return {"probe": self.kind}
+
+    async def run(self, utterances: int, condition: str) -> list[Utterance]:
+        import httpx
+
+        from servelab.coexist.playback import Chunk
+
+        async with httpx.AsyncClient(headers={"Authorization": "Bearer admin-key"}) as client:
+            state = (await client.get(f"{self.gateway}/admin/state")).json()
+        self.seen[condition] = bool(state["realtime"])
+        await asyncio.sleep(1.5)  # long enough for the LLM load's requests to finish beside it
+        t = time.perf_counter()
+        return [Utterance(t, tuple(Chunk(t + 0.01 * (i + 1), 0.04) for i in range(10)), condition)]
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.integration
+def test_a_gateway_mitigation_holds_the_lease_while_the_probe_speaks(engine: object, tmp_path: Path) -> None:
+    """The plain target, then the same LLM load through a real servelab gateway in front of the embedded engine:
+    the gateway's realtime lease is on exactly while the probe speaks in the gateway's condition, its LLM requests
+    go through the gateway, the share is against the plain load with no probe, and a verdict per mitigation."""
+    from servelab.coexist import Lease, Mitigation, mitigation_lines
+    from servelab.gateway import GatewayConfig, running
+    from servelab.gateway.config import Keys, Policy, Upstream
+    from tests.integration.conftest import TEST_PORT
+
+    engine_url = f"http://127.0.0.1:{TEST_PORT}"
+    config = GatewayConfig(port=0, local=Upstream(url=engine_url, connect_timeout_s=2),
+                           policy=Policy(health_interval_s=0.2), keys=Keys(admin=["admin-key"]))  # fmt: skip
+    with running(config) as (gw_url, _):
+        direct, through = resolve_targets([("embedded", engine_url), ("gw", gw_url)])
+        probe = _LeaseWatcher(gw_url)
+        gateway = Mitigation("gw", through, Lease(gw_url, "admin-key", ttl_s=3))
+        options = CoexistOptions(conditions=("alone", "decode"), repeats=1, utterances=1, settle_s=1.0,
+                                 load=LlmLoad(decode_streams=1, decode_tokens=8), mitigations=(gateway,))  # fmt: skip
+        with RunStore(tmp_path / "runs.sqlite") as db:
+            result = run_coexist(db, probe, direct, options)
+            records = db.records(result.run_id)
+        import httpx
+
+        after = httpx.get(f"{gw_url}/admin/state", headers={"Authorization": "Bearer admin-key"}).json()
+    assert result.failed is None, result.failed
+    assert [c.condition for c in result.conditions] == ["alone", "decode", "gw/decode", "llm:decode"]
+    assert probe.seen == {"alone": False, "decode": False, "gw/decode": True} and after["realtime"] is False
+    through_gw = [r for r in records if r.labels.condition == "gw/decode"]
+    assert through_gw and any(r.ok for r in through_gw) and {r.target for r in through_gw} == {"gw"}
+    by = {c.condition: c for c in result.conditions}
+    assert by["gw/decode"].llm is not None and by["gw/decode"].llm.tok_s_share is not None
+    lines = mitigation_lines(result.conditions)
+    assert any(line.startswith("gw: ") for line in lines) and any(line.startswith("no mitigation: ") for line in lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,13 @@ from servelab.coexist import (
     AudioFormat,
     CoexistOptions,
     HttpAudioProbe,
+    Lease,
     LlmLoad,
+    Mitigation,
     Probe,
     WorkerProbe,
     WorkerSpec,
+    mitigated,
     parse_goals,
     parse_sharing,
     run_coexist,
@@ -132,6 +136,18 @@ def coexist(
     llm_baseline: bool = typer.Option(
         True, "--llm-baseline/--no-llm-baseline", help="Also run each LLM load with no probe: the share the LLM kept."
     ),
+    mitigation: list[str] = typer.Option(
+        [],
+        "--mitigation",
+        help="NAME=URL: run the conditions with LLM load again, that load sent here (a servelab gateway, an engine "
+        "with a smaller --max-num-batched-tokens or an MPS cap); repeat.",
+    ),
+    lease: list[str] = typer.Option(
+        [],
+        "--lease",
+        help="NAME[=ADMIN_KEY]: mitigation NAME is a servelab gateway; hold its realtime lease while the probes speak "
+        "(the key from $SERVELAB_GATEWAY_ADMIN_KEY when not given).",
+    ),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
     utterances: int = typer.Option(10, "--utterances", min=1, help="Utterances per condition and round."),
     lookahead: str = typer.Option("0,300,500", "--lookahead", help="Listener lookahead buffers to compare (ms)."),
@@ -166,7 +182,11 @@ def coexist(
     spec = {"steps_per_chunk": steps_per_chunk, "chunk_ms": chunk_ms, "chunks": chunks}
     the_probes = [_probe(kind, probe_size, share, audio, spec) for kind in kinds]
     targets = targets_from([target] if target else [], model, api_key, quiet=json_out)
-    segments = len(with_baselines(options.conditions) if targets and llm_baseline else options.conditions)
+    if mitigation and not targets:
+        raise UsageError("--mitigation needs the plain --target to compare with")
+    options.mitigations = _mitigations(mitigation, lease, model, api_key, json_out)
+    names = with_baselines(options.conditions) if targets and llm_baseline else options.conditions
+    segments = len(mitigated(names, options.mitigations))
     out = console()
     with open_store(store) as db:
         with steps(not json_out) as bar:
@@ -186,6 +206,26 @@ def coexist(
     if result.failed:
         raise typer.Exit(1)
     refuse_failed(result.stored())
+
+
+def _mitigations(specs: list[str], leases: list[str], model: list[str], api_key: list[str],
+                 quiet: bool) -> tuple[Mitigation, ...]:  # fmt: skip
+    """Each --mitigation resolved as a target; those named by --lease hold that gateway's realtime lease."""
+    if not specs:
+        if leases:
+            raise UsageError("--lease names a --mitigation")
+        return ()
+    resolved = targets_from(specs, model, api_key, quiet=quiet)
+    keys: dict[str, str] = {}
+    for item in leases:
+        name, _, key = item.partition("=")
+        key = key or os.environ.get("SERVELAB_GATEWAY_ADMIN_KEY", "")
+        if name not in {t.name for t in resolved} or not key.strip():
+            raise UsageError(
+                f"--lease {name}: name a --mitigation and give its admin key (or SERVELAB_GATEWAY_ADMIN_KEY)"
+            )
+        keys[name] = key
+    return tuple(Mitigation(t.name, t, Lease(t.url, keys[t.name]) if t.name in keys else None) for t in resolved)
 
 
 def _args(scope: dict[str, Any]) -> dict[str, Any]:

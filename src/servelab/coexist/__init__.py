@@ -9,6 +9,7 @@ from servelab.coexist.audio_stream import SHAPES, AudioFormat
 from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines
 from servelab.coexist.goals import Goals, judge, parse_goals
 from servelab.coexist.load import LlmLoad
+from servelab.coexist.mitigations import Lease, LeaseHolder, Mitigation, mitigated, mitigation_lines
 from servelab.coexist.probes import HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
 from servelab.coexist.run import CoexistOptions, CoexistResult, parse_sharing, probe_names, run_coexist, stored_result
 
@@ -22,11 +23,16 @@ __all__ = [
     "Condition",
     "Goals",
     "HttpAudioProbe",
+    "Lease",
+    "LeaseHolder",
     "LlmLoad",
+    "Mitigation",
     "Probe",
     "WorkerProbe",
     "WorkerSpec",
     "judge",
+    "mitigated",
+    "mitigation_lines",
     "parse_condition",
     "parse_goals",
     "parse_sharing",

@@ -4,7 +4,8 @@ second voice, with ``avatar``), and which LLM load (``decode``, ``prefill``).
 Names: ``alone``, ``avatar``, ``decode``, ``prefill``, ``both`` (decode + prefill), ``all`` (every probe and both
 loads), or parts joined with ``+`` (``avatar+prefill``). ``llm:PARTS`` is the LLM load with no probe at all: the
 baseline an LLM figure is compared with, added by itself for every load a condition runs. The seed's layers are
-``alone, avatar, decode, prefill, all``."""
+``alone, avatar, decode, prefill, all``. ``NAME/condition`` is the condition with its LLM load sent to the
+mitigation NAME (coexist/mitigations.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class Condition:
     decode: bool
     prefill: bool
     probes: bool = True  # False: the LLM load alone (a baseline)
+    mitigation: str | None = None  # the LLM load goes to this mitigation's target
 
     @property
     def llm(self) -> bool:
@@ -40,7 +42,9 @@ class Condition:
 
 
 def parse_condition(name: str) -> Condition:
-    text = name.strip()
+    mitigation, _, text = name.strip().rpartition("/")
+    if mitigation and (text.startswith(LLM_ONLY) or not text or text in ("alone", "avatar")):
+        raise UsageError(f"condition {name!r}: a mitigation applies to a condition with LLM load")
     probes = not text.startswith(LLM_ONLY)
     body = _ALIASES.get(text.removeprefix(LLM_ONLY), text.removeprefix(LLM_ONLY))
     parts = [p for p in body.split("+") if p]
@@ -51,7 +55,7 @@ def parse_condition(name: str) -> Condition:
             hint="alone, avatar, decode, prefill, both, all, parts joined with + (avatar+prefill), or llm:decode, "
             "llm:prefill, llm:decode+prefill (the LLM load with no probe)",
         )
-    return Condition(text, "avatar" in parts, "decode" in parts, "prefill" in parts, probes)
+    return Condition(name.strip(), "avatar" in parts, "decode" in parts, "prefill" in parts, probes, mitigation or None)
 
 
 def with_baselines(names: tuple[str, ...]) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from typing import Any
 from servelab.coexist.conditions import CONDITIONS, Condition, parse_condition, with_baselines
 from servelab.coexist.goals import Goals, judge
 from servelab.coexist.load import Background, LlmLoad, fitted_prefill
+from servelab.coexist.mitigations import LeaseHolder, Mitigation, mitigated
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
 from servelab.coexist.summary import figures
@@ -53,6 +54,7 @@ class CoexistOptions:
     sharing: Facts = field(default_factory=lambda: {"mode": "time-sliced"})
     goals: Goals = field(default_factory=Goals)
     llm_baselines: bool = True  # also run each LLM load with no probe, for the share the LLM kept
+    mitigations: tuple[Mitigation, ...] = ()  # each runs the conditions with LLM load again, its own way
     baseline_s: float = 10.0  # how long an LLM-only baseline runs when no probe segment has set the pace
 
 
@@ -82,7 +84,8 @@ class CoexistResult:
 def _check(options: CoexistOptions, target: Target | None, probes: int) -> list[Condition]:
     """The conditions to run, in order (with the LLM-only baselines when asked), each checked first."""
     names = with_baselines(options.conditions) if options.llm_baselines and target else options.conditions
-    conditions = [parse_condition(n) for n in names]
+    conditions = [parse_condition(n) for n in mitigated(names, options.mitigations) if not n.startswith("llm:")]
+    conditions += [parse_condition(n) for n in names if n.startswith("llm:")]
     if target is None and any(c.llm for c in conditions):
         raise UsageError("conditions with LLM load need --target NAME=URL (or --conditions alone,avatar)")
     if probes < 2 and any(c.companions for c in conditions):
@@ -176,14 +179,23 @@ class _Session:
                 await p.close()
 
     async def _segment(self, condition: Condition, prefill: Any) -> None:
-        background = Background(self.target, self._sink) if self.target else None
+        mitigation = next((m for m in self.options.mitigations if m.name == condition.mitigation), None)
+        target = mitigation.target if mitigation else self.target
+        background = Background(target, self._sink) if target else None
         if background and condition.llm:
             background.start(condition, self.options.load, prefill)
             await asyncio.sleep(self.options.settle_s)
         active = list(zip(self.names, self.probes, strict=True))[: None if condition.companions else 1]
+        lease = LeaseHolder(mitigation.lease) if mitigation and mitigation.lease else None
         began = time.perf_counter()
         try:
-            runs = await asyncio.gather(*(p.run(self.options.utterances, condition.name) for _, p in active))
+            if lease:
+                await lease.start()  # held while the probes speak: the gateway sends long prefills elsewhere
+            try:
+                runs = await asyncio.gather(*(p.run(self.options.utterances, condition.name) for _, p in active))
+            finally:
+                if lease:
+                    await lease.stop()
         finally:
             if background:
                 self.warnings += await background.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from servelab.coexist import mitigation_lines
 from servelab.core.results import CoexistRun, ConditionFigures
 from servelab.report.model import Section, Table, fmt
 
@@ -36,6 +37,7 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
         out.tables.append(llm_table(result.conditions))
     out.verdicts += verdicts(result)
     out.verdicts += [f"{c.condition} ({c.probe}): {c.verdict}" for c in result.conditions if c.verdict]
+    out.verdicts += mitigation_lines(result.conditions)
     out.problems += result.warnings
 
 
