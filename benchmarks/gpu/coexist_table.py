@@ -18,9 +18,10 @@ def _f(value: float | None, digits: int = 1) -> str:
 def main(out: Path, stores: list[str]) -> None:
     print(
         "| configuration | condition | chunks | TTFA p50 (ms) | interval p50 / p99 [95% CI] / max (ms) "
-        "| pace RTF | RTF from schedule | underruns @0 / 300 ms | LLM requests finished of sent (TTFT p50 ms) |"
+        "| pace RTF | RTF from schedule | underruns @0 / 300 ms | LLM requests finished of sent (TTFT p50 ms) "
+        "| LLM kept | verdict |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for path in stores:
         with RunStore(path) as db:
             for info in db.list_runs():
@@ -32,11 +33,13 @@ def main(out: Path, stores: list[str]) -> None:
                 for c in result.conditions:
                     p99 = f"{_f(c.interval_p99_ms)} [{_f(c.interval_p99_low_ms)}, {_f(c.interval_p99_high_ms)}]"
                     under = " / ".join(str(lf.underruns) for lf in c.listeners if lf.lookahead_ms in (0.0, 300.0))
-                    ttft = (c.llm.get("ttft_ms") or {}).get("p50")
-                    llm = f"{c.llm.get('ok', 0)} of {c.llm.get('requests', 0)} ({_f(ttft, 0)})" if c.llm else "—"
-                    cells = [label, c.condition, str(c.chunks), _f(c.ttfa_p50_ms)]
+                    ttft = c.llm.ttft_ms.get("p50") if c.llm else None
+                    llm = f"{c.llm.ok} of {c.llm.requests} ({_f(ttft, 0)})" if c.llm else "—"
+                    kept = f"{c.llm.tok_s_share:.0%}" if c.llm and c.llm.tok_s_share is not None else "—"
+                    name = f"{c.condition} ({c.probe})" if c.probe and "probes" in result.probe else c.condition
+                    cells = [label, name, str(c.chunks), _f(c.ttfa_p50_ms)]
                     cells += [f"{_f(c.interval_p50_ms, 2)} / {p99} / {_f(c.interval_max_ms)}", _f(c.pace_rtf, 2)]
-                    cells += [_f(c.rtf_mean, 2), under, llm]
+                    cells += [_f(c.rtf_mean, 2), under, llm, kept, c.verdict or "—"]
                     print("| " + " | ".join(cells) + " |")
 
 

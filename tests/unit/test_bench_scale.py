@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.bench import Load, run_bench
+from servelab.bench import Load, bottleneck, run_bench
 from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, load_result
 from servelab.core.store import RunStore
@@ -201,18 +201,57 @@ def test_the_lateness_ring_keeps_the_most_recent_readings() -> None:
     assert ring.since(ring.count) == []
 
 
-@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 1, "--frontend-cpu-ms", 10]], indirect=True)
-def test_a_frontend_out_of_cpu_on_this_host_is_named(sim: Target, tmp_path: Path) -> None:
-    """A server on loopback whose HTTP process burns 10 ms of CPU per request on its event loop: the process holding
-    the target's port is found in /proc and its CPU share over the step is the evidence."""
-    stored = _bench(tmp_path, sim, 16, Load(requests=120, warmup=1, max_tokens=1, workers=1))
-    (step,) = stored.steps
-    assert step.bottleneck is not None, step
-    assert step.bottleneck.limit == "server frontend", step.bottleneck.evidence
-    ev = step.bottleneck.evidence
-    assert ev["frontend_processes"] == 1
-    assert isinstance(ev["frontend_cpu_max"], float) and ev["frontend_cpu_max"] >= 0.9
-    assert "of a core" in step.bottleneck.reason
+SPINNER = """
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print(s.getsockname()[1], flush=True)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    pass
+"""
+
+
+def test_the_cpu_of_the_process_holding_a_local_port_is_measured() -> None:
+    """A process that listens on a port and spins: found through /proc as the one holding the port, its CPU share
+    over a window read from its own counters (a full core when it has one; at least a good part of one here)."""
+    import asyncio
+
+    from servelab.engines.local_server import FrontendCpu
+
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER, "3"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    try:
+        frontend = FrontendCpu(f"http://127.0.0.1:{port}/v1")
+        frontend.start()
+        asyncio.run(asyncio.sleep(1.0))
+        frontend.sample()
+        assert frontend.pids == [proc.pid]
+        (share,) = frontend.shares()
+        assert 0.3 < share <= 1.1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert FrontendCpu("http://10.1.2.3:8000").shares() == []  # not on this host: nothing read
+
+
+def test_a_one_thread_frontend_at_a_full_core_is_the_limit_a_busy_engine_process_is_not() -> None:
+    """The verdict from the frontend process's CPU: one core's worth (a Python frontend's event loop) is the server
+    frontend, before the engine's queue it causes; several cores' worth is an engine computing in that process."""
+    from servelab.bench.metrics import Sample
+    from servelab.core.records import RequestRecord
+    from servelab.core.results import ClientLoad
+
+    records = [RequestRecord(f"r{i}", "chat", sent_ns=i * 10**8, end_ns=i * 10**8 + 10**9, completion_tokens=10)
+               for i in range(10)]  # fmt: skip
+    samples = [Sample(t * 10**8, {"vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 6.0})
+               for t in range(1, 20)]  # fmt: skip
+    client = [ClientLoad(cpu_share=0.2, loop_lag_ms={"p99": 1.0})]
+    assert bottleneck(records, samples, client, False, [0.97]).limit == "server frontend"
+    assert bottleneck(records, samples, client, False, [1.9]).limit == "engine"  # waiting in the engine's queue
+    assert bottleneck(records, samples, client, False, []).limit == "engine"
 
 
 def test_the_frontends_processes_are_the_ones_holding_the_port() -> None:
@@ -230,3 +269,42 @@ def test_the_frontends_processes_are_the_ones_holding_the_port() -> None:
     assert local_port(f"http://127.0.0.1:{port}/v1") == port and local_port("http://10.0.0.5:8000") is None
     spent = cpu_seconds(os.getpid())
     assert spent is not None and spent > 0
+
+
+STARVED = """
+import json, os, sys
+from dataclasses import replace
+from pathlib import Path
+os.sched_setaffinity(0, {0})
+from servelab.bench import Load, bottleneck, run_bench
+from servelab.core.store import RunStore
+from servelab.load import Target
+from servelab.load.scenarios import load_scenario
+scenario = replace(load_scenario("code-chat"), concurrency=8)
+result = run_bench(RunStore(Path(sys.argv[2]) / "runs.sqlite"), [Target("sim", sys.argv[1], "sim")], [scenario],
+                   Load(requests=48, warmup=0, max_tokens=40, workers=1), scrape_interval=0.1)
+(step,) = result.stored.steps
+print(json.dumps(step.bottleneck.model_dump()))
+"""
+HOG = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core for the server beside the starved one")
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
+def test_a_client_starved_by_other_processes_is_called_the_limit(sim: Target, tmp_path: Path) -> None:
+    """The load process confined to one core with three busy processes, at the lowest priority: it gets little of
+    the core, so its own CPU share is low, but its event loop runs behind most of the time: the verdict is the
+    client."""
+    import json
+
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
+    try:
+        out = subprocess.run([sys.executable, "-c", STARVED, sim.url, str(tmp_path)], capture_output=True, text=True,
+                             timeout=300, check=True).stdout  # fmt: skip
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    verdict = json.loads(out.strip().splitlines()[-1])
+    assert verdict["limit"] == "client", verdict
+    assert verdict["evidence"]["client_cpu_max"] < 0.9 and verdict["evidence"]["loop_late_share_max"] >= 0.25

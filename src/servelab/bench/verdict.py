@@ -1,6 +1,8 @@
 """Which side limited a step: the load generator, the server's HTTP frontend or the engine, with the evidence.
 
-- **client**: a load-generating process used (nearly) a full core: the load it offered was its own ceiling.
+- **client**: a load-generating process used (nearly) a full core, or its event loop ran behind in a quarter of
+  its ticks or more (busy, or starved of CPU by something else on its cores): the load it offered was its own
+  ceiling.
 - **engine**: requests queue in the engine's scheduler (its ``waiting`` gauge) or its KV cache is full; or the
   engine ran every request the client had in flight, so its step time set the speed.
 - **server frontend**: the server's HTTP process (vLLM's API server: parsing, tokenizing, streaming back) was
@@ -28,6 +30,7 @@ from servelab.core.results import Bottleneck, ClientLoad, Scalar
 from servelab.core.summary import output_tokens
 
 CLIENT_CPU = 0.90  # of one core, any worker
+CLIENT_LATE_SHARE = 0.25  # of a 10 ms timer's ticks 5 ms late or more: the loop ran behind (busy or starved)
 CLIENT_LOOP_LAG_MS = 20.0  # p99 of a 10 ms timer's lateness
 CLIENT_READ_LATE_MS = 5.0  # p99 of kernel receive -> the client's read
 SCHEDULE_LAG_MS = 10.0  # p99 of an open loop's sent - due
@@ -47,6 +50,7 @@ def client_evidence(clients: Sequence[ClientLoad], records: Sequence[RequestReco
     return {
         "workers": len(clients),
         "client_cpu_max": round(max((c.cpu_share for c in live), default=0.0), 3),
+        "loop_late_share_max": round(max((c.loop_late_share for c in live), default=0.0), 3),
         "loop_lag_p99_ms": round(max((c.loop_lag_ms.get("p99", 0.0) for c in live), default=0.0), 3),
         "read_late_p99_ms": round(max((c.read_late_ms.get("p99", 0.0) for c in live), default=0.0), 3),
         "schedule_lag_p99_ms": round(_p99(lag) / 1e6, 3) if lag else None,
@@ -59,9 +63,14 @@ def _p99(values: list[int]) -> float:
 
 
 def client_limited(ev: dict[str, Scalar]) -> str | None:
-    """Why the client was the throughput limit, or None."""
-    cpu = ev["client_cpu_max"]
-    return f"a load process used {cpu:.0%} of a core" if isinstance(cpu, float) and cpu >= CLIENT_CPU else None
+    """Why the client was the throughput limit, or None: a load process at a full core, or one whose event loop
+    ran behind most of the time (starved of CPU by something else on its cores, or busy)."""
+    cpu, late = ev["client_cpu_max"], ev["loop_late_share_max"]
+    if isinstance(cpu, float) and cpu >= CLIENT_CPU:
+        return f"a load process used {cpu:.0%} of a core"
+    if isinstance(late, float) and late >= CLIENT_LATE_SHARE:
+        return f"a load process's event loop was 5 ms or more behind in {late:.0%} of its 10 ms ticks"
+    return None
 
 
 def client_note(ev: dict[str, Scalar], open_loop: bool) -> str | None:

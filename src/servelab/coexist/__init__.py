@@ -1,9 +1,11 @@
 """servelab coexist: does a long prefill make the streaming voice stutter?
 
-The same realtime probe runs under each condition in turn (alone, beside LLM decode, beside long LLM prefills,
-beside both), the conditions interleaved over repeats so drift does not favour one; the LLM load is the
-scenario runner of servelab.load. Every result records the GPU sharing mode, since it changes the answer many
-times over."""
+The realtime probes (a voice, and an avatar or a second voice beside it) run under each condition in turn (alone,
+with the avatar, beside LLM decode, beside long LLM prefills, all of it), the conditions rotated over repeats so
+drift does not favour one; the LLM load is the scenario runner of servelab.load, also run with no probe so each
+condition says what share of its throughput the LLM kept. Mitigations (a gateway holding its realtime lease, an
+engine with smaller batches) are the same conditions with the LLM load sent elsewhere; every condition is judged
+against the goals. Every result records the GPU sharing mode, since it changes the answer many times over."""
 
 from servelab.coexist.audio_stream import SHAPES, AudioFormat
 from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines

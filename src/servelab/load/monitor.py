@@ -12,6 +12,7 @@ from servelab.core.stats import percentiles
 from servelab.engines.transport import READ_LATENESS
 
 TICK_S = 0.010  # the lag probe's period
+LATE_TICK_MS = 5.0  # a tick this late means the loop could not run when it wanted (busy, or not given the CPU)
 
 
 def _ms(values_ns: Sequence[int]) -> dict[str, float]:
@@ -64,6 +65,9 @@ class ClientMonitor:
             cpu_s=cpu,
             cpu_share=cpu / wall if wall > 0 else 0.0,
             loop_lag_ms=_ms(self.lags_ns),
+            loop_late_share=sum(lag >= LATE_TICK_MS * 1e6 for lag in self.lags_ns) / len(self.lags_ns)
+            if self.lags_ns
+            else 0.0,
             read_late_ms=_ms(READ_LATENESS.since(self._late_mark)),
             requests=self.finished,
             in_flight_max=self.in_flight_max,

@@ -21,6 +21,7 @@ class ClientLoad(Model):
     cpu_s: float = 0.0  # the process's CPU time (all its threads)
     cpu_share: float = 0.0  # of one core: cpu_s / wall_s
     loop_lag_ms: dict[str, float] = Field(default_factory=dict)  # p50 / p99 / max: a 10 ms timer's lateness
+    loop_late_share: float = 0.0  # of those ticks, the share 5 ms late or more (busy, or starved of CPU)
     read_late_ms: dict[str, float] = Field(default_factory=dict)  # p50 / p99 / max: kernel receive -> read
     requests: int = 0  # finished (recorded) by this process
     in_flight_max: int = 0
