@@ -235,7 +235,8 @@ def test_a_gateway_mitigation_holds_the_lease_while_the_probe_speaks(engine: obj
 
     engine_url = f"http://127.0.0.1:{TEST_PORT}"
     config = GatewayConfig(port=0, local=Upstream(url=engine_url, connect_timeout_s=2),
-                           policy=Policy(health_interval_s=0.2), keys=Keys(admin=["admin-key"]))  # fmt: skip
+                           policy=Policy(health_interval_s=0.2, min_hold_s=0),
+                           keys=Keys(admin=["admin-key"]))  # fmt: skip
     with running(config) as (gw_url, _):
         direct, through = resolve_targets([("embedded", engine_url), ("gw", gw_url)])
         probe = _LeaseWatcher(gw_url)

@@ -45,8 +45,13 @@ def mitigated(conditions: Sequence[str], mitigations: Sequence[Mitigation]) -> t
     names = {m.name for m in mitigations}
     if len(names) < len(mitigations) or any("/" in n or ":" in n or not n for n in names):
         raise UsageError("each --mitigation needs its own NAME (no '/' or ':'), like gateway=http://127.0.0.1:8900")
-    extra = [f"{m.name}/{c}" for m in mitigations for c in conditions if parse_condition(c).llm]
+    extra = [f"{m.name}/{c}" for m in mitigations for c in conditions if _probed_llm(c)]
     return tuple(conditions) + tuple(extra)
+
+
+def _probed_llm(name: str) -> bool:
+    condition = parse_condition(name)
+    return condition.llm and condition.probes
 
 
 class LeaseHolder:

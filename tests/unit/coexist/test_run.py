@@ -128,3 +128,15 @@ def test_the_llm_share_is_against_the_same_load_with_no_probe() -> None:
     assert by["prefill", "v"].meets is False and "kept 60%" in (by["prefill", "v"].verdict or "")
     judge(figs, Goals(llm=0.5))
     assert by["prefill", "v"].meets is True
+
+
+def test_a_mitigation_repeats_the_probed_llm_conditions_only() -> None:
+    from servelab.coexist import Mitigation, mitigated
+    from servelab.core.errors import UsageError
+    from servelab.load import Target
+
+    gw = Mitigation("gw", Target("gw", "http://127.0.0.1:1/v1", "m"))
+    names = ("alone", "avatar", "decode", "all", "llm:decode", "llm:decode+prefill")
+    assert mitigated(names, [gw]) == (*names, "gw/decode", "gw/all")
+    with pytest.raises(UsageError):
+        mitigated(names, [gw, gw])  # two of one name
