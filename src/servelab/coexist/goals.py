@@ -2,8 +2,9 @@
 
 Defaults: the voice's p99 chunk lateness within +10% of the voice alone (and 5 ms of slack, so a few ms alone does
 not make any jitter a failure), no underrun for a listener with 300 ms of lookahead, an avatar at 25 fps or more,
-and the LLM keeping 80% of the throughput it had with no probe running. ``--goals`` changes them:
-``lateness=1.1,slack=5,underruns@300=0,fps=25,llm=0.8``."""
+and the LLM keeping 80% of the throughput it had with no probe running. (The frame rate is counted over
+one-second windows, so within 2% of the goal meets it: one frame a few ms late reads 24.9 fps at 25.)
+``--goals`` changes them: ``lateness=1.1,slack=5,underruns@300=0,fps=25,llm=0.8``."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from servelab.core.errors import UsageError
 from servelab.core.results import ConditionFigures, ListenerFigures
 
-EPS = 1e-6  # a figure computed to equal its goal (25 frames a second exactly) meets it
+EPS = 1e-6  # a figure computed to equal its goal meets it
+FPS_TOLERANCE = 0.98  # a frame rate counted over one-second windows: one frame a few ms late reads 24.9 at 25 fps
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ def _check(c: ConditionFigures, alone: ConditionFigures | None, goals: Goals) ->
         (held if ok else missed).append(text)
 
     if c.min_fps is not None:
-        note(c.min_fps >= goals.fps - EPS, f"lowest {c.min_fps:.1f} fps (goal {goals.fps:g})")
+        note(c.min_fps >= goals.fps * FPS_TOLERANCE, f"lowest {c.min_fps:.2f} fps (goal {goals.fps:g})")
     else:
         if alone is not None and alone.lag_p99_ms is not None and c.lag_p99_ms is not None:
             limit = max(alone.lag_p99_ms, 0.0) * goals.lateness + goals.slack

@@ -46,10 +46,15 @@ def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequ
         rtf_mean=statistics.fmean(rtfs) if rtfs else None,
         rtf_p95=_q(rtfs, 0.95),
         pace_rtf=_pace(ok),
-        listeners=[_listener(ok, la) for la in lookaheads_ms],
+        listeners=[] if _is_frames(ok) else [_listener(ok, la) for la in lookaheads_ms],
     )
     _frames(out, ok)
     return out
+
+
+def _is_frames(utterances: Sequence[Utterance]) -> bool:
+    """Frames carry their due times; a jitter-buffer listener is a voice's, not theirs."""
+    return any(c.due_s is not None for u in utterances for c in u.chunks)
 
 
 def _pace(utterances: Sequence[Utterance]) -> float | None:

@@ -22,11 +22,11 @@ def sharing_text(sharing: Mapping[str, object]) -> str:
 
 def coexist_section(out: Section, result: CoexistRun) -> None:
     probed = [c for c in result.conditions if c.probe or c.utterances]
-    listeners = [lf.lookahead_ms for lf in probed[0].listeners] if probed else []
+    listeners = next(([lf.lookahead_ms for lf in c.listeners] for c in probed if c.listeners), [])
     several = len({c.probe for c in probed}) > 1
     headers = ["condition", "chunks", "TTFA\np50 ms", "gap\np50 ms", "gap p99\nms [95%]", "gap\nmax ms", "pace\nRTF"]
     headers += [f"stalls\n@{la:g} ms" for la in listeners]
-    rows = [_row(c, several) for c in probed]
+    rows = [_row(c, listeners, several) for c in probed]
     caption = f"Probe {result.probe.get('probe')}, GPU sharing: {sharing_text(result.sharing)}"
     note = (
         "gap: the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
@@ -57,12 +57,13 @@ def llm_table(conditions: list[ConditionFigures]) -> Table:
     return Table("The LLM's side", headers, rows, note=LLM_NOTE)
 
 
-def _row(c: ConditionFigures, several: bool = False) -> list[str]:
+def _row(c: ConditionFigures, lookaheads: list[float], several: bool = False) -> list[str]:
     p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
     name = f"{c.condition}\n{c.probe}" if several else c.condition
     row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.interval_p50_ms, 2), p99]
     row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
-    return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" for lf in c.listeners]
+    heard = {lf.lookahead_ms: lf for lf in c.listeners}
+    return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" if (lf := heard.get(la)) else "-" for la in lookaheads]
 
 
 def verdicts(result: CoexistRun) -> list[str]:
