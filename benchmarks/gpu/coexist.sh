@@ -4,11 +4,11 @@
 # of the SMs when MPS_PCT is set (the probe then runs uncapped under the same MPS server), then runs
 # benchmarks/gpu/coexist_run.py. Prefix caching is off, so every long prompt is a full prefill.
 # SKIP_SERVE=1 uses the server already up (started by agree.sh with the same flags).
-# usage: [SERVE_EXTRA=...] [MPS_PCT=85] [SKIP_SERVE=1] bash benchmarks/gpu/coexist.sh KIT_DIR OUT LABEL
+# usage: [SERVE_EXTRA=...] [MPS_PCT=85] [SKIP_SERVE=1] [AVATAR=1] bash benchmarks/gpu/coexist.sh KIT_DIR OUT LABEL
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; LABEL=${3:?label}; mkdir -p "$OUT"
 MODEL=$KIT/models/laguna-s-2.1-dummy; URL=http://127.0.0.1:8000
-export PYTHONPATH=/tmp/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}:$(ls "$PWD"/.whl/h11-*.whl 2>/dev/null | head -1):$PWD/.whl/orj
+export PYTHONPATH=/tmp/site:$PWD/src:/tmp/gsite  # gsite: servelab's own wheels (benchmarks/gpu/install_guidellm.sh)
 gpu_free() {  # wait until the previous server's memory is back
   for _ in $(seq 90); do
     (($(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1) < 4000)) && return; sleep 1
