@@ -26,7 +26,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, load_result
 from servelab.core.store import RunStore
 from servelab.core.summary import summarize
-from servelab.engines.transport import Lateness
+from servelab.engines.lateness import Lateness
 from servelab.load import Target, default_workers, run_in_workers
 from servelab.load.scenarios import Scenario, load_scenario
 from servelab.load.workers import split

@@ -14,7 +14,6 @@ import ssl
 import struct
 import sys
 import time
-from array import array
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 import h11
 
 from servelab.core.errors import UsageError
+from servelab.engines.lateness import READ_LATENESS
 
 
 @dataclass(slots=True)
@@ -152,24 +152,6 @@ class _KernelStampedSocket(_Receiver):
         self.closed = True
 
 
-class Lateness:
-    """How late this process read bytes the kernel had received (read time - kernel stamp), the most recent
-    ``size`` reads kept in a ring: a client whose event loop is saturated reads late, whatever its stamps say."""
-
-    def __init__(self, size: int = 1 << 16) -> None:
-        self._ring, self._mask, self.count = array("q", bytes(8 * size)), size - 1, 0
-
-    def add(self, late_ns: int) -> None:
-        self._ring[self.count & self._mask] = late_ns
-        self.count += 1
-
-    def since(self, mark: int) -> list[int]:
-        """The readings added after ``count`` was ``mark`` (the ring's most recent, when more were added)."""
-        n = min(self.count - mark, len(self._ring))
-        return [self._ring[i & self._mask] for i in range(self.count - n, self.count)]
-
-
-READ_LATENESS = Lateness()
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _TIMESPEC = struct.Struct("qq")
 _RECV_BYTES = 256 * 1024

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from servelab.core.results import ClientLoad
 from servelab.core.stats import percentiles
-from servelab.engines.transport import READ_LATENESS
+from servelab.engines.lateness import READ_LATENESS
 
 TICK_S = 0.010  # the lag probe's period
 LATE_TICK_MS = 5.0  # a tick this late means the loop could not run when it wanted (busy, or not given the CPU)
