@@ -141,9 +141,12 @@ def test_an_open_loop_split_over_workers_keeps_the_schedule(sim: Target) -> None
     assert all(abs(g - 25_000_000) <= 1 for g in gaps)  # offsets are exact: 1/40 s apart, ns rounding aside
 
 
-def _kill_one_worker(after_s: float, killed: list[int]) -> None:
+def _kill_one_worker(after_s: float, killed: list[int], once: list[RequestRecord] | None = None) -> None:
+    """SIGKILL to the last worker: ``after_s`` after both exist, or once ``once`` holds two records (mid-run)."""
     deadline = time.monotonic() + 30
     while len(mp.active_children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while once is not None and len(once) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(after_s)
     victim = mp.active_children()[-1]
@@ -154,12 +157,13 @@ def _kill_one_worker(after_s: float, killed: list[int]) -> None:
 
 @pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 10]], indirect=True)
 def test_a_worker_killed_mid_run_loses_only_its_in_flight_requests(sim: Target) -> None:
-    """SIGKILL to one of two workers 1 s into a run of 0.5 s requests: the run ends, the other worker sends its
-    share, the dead one's finished records are kept, and the step names the worker, the signal and the loss."""
+    """SIGKILL to one of two workers mid-run (0.2 s after the first records came back, requests of 0.5 s): the run
+    ends, the other worker sends the rest, the dead one's finished records are kept, its in-flight ones are lost,
+    and the step names the worker, the signal and the loss."""
     killed: list[int] = []
-    killer = threading.Thread(target=_kill_one_worker, args=(1.0, killed))
-    killer.start()
     got: list[RequestRecord] = []
+    killer = threading.Thread(target=_kill_one_worker, args=(0.2, killed, got))
+    killer.start()
     load = Load(requests=24, warmup=0, max_tokens=50, workers=2)
     import asyncio
 
@@ -308,3 +312,19 @@ def test_a_client_starved_by_other_processes_is_called_the_limit(sim: Target, tm
     verdict = json.loads(out.strip().splitlines()[-1])
     assert verdict["limit"] == "client", verdict
     assert verdict["evidence"]["client_cpu_max"] < 0.9 and verdict["evidence"]["loop_late_share_max"] >= 0.25
+
+
+@pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
+def test_a_worker_dead_before_it_was_ready_does_not_hold_the_others(sim: Target) -> None:
+    """SIGKILL to a worker as soon as it exists (while it is still importing): the other starts anyway and sends
+    the run's requests; the dead one is named."""
+    import asyncio
+
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_one_worker, args=(0.0, killed))
+    killer.start()
+    got: list[RequestRecord] = []
+    result = asyncio.run(run_in_workers(sim, _chat(2), Load(requests=6, warmup=0, max_tokens=4), got.append, workers=2))
+    killer.join()
+    assert killed and len([c for c in result.clients if c.died]) == 1
+    assert len(result.records) == 6 and all(r.ok for r in result.records)  # the living worker took every index

@@ -149,6 +149,10 @@ async def _gather(merge: _Merge, start: Any, go: Event) -> None:
     loop = asyncio.get_running_loop()
     ended: asyncio.Queue[_Worker] = asyncio.Queue()
 
+    def begin() -> None:
+        start.value = time.perf_counter_ns() + START_LEAD_NS
+        go.set()
+
     def readable(worker: _Worker) -> None:
         try:
             while worker.conn.poll():
@@ -156,10 +160,11 @@ async def _gather(merge: _Merge, start: Any, go: Event) -> None:
         except (EOFError, OSError):
             loop.remove_reader(worker.conn.fileno())
             ended.put_nowait(worker)
+            if not go.is_set():  # one died before it was ready: the others must not wait for it
+                begin()
             return
         if not go.is_set() and all(w.ready for w in merge.workers):
-            start.value = time.perf_counter_ns() + START_LEAD_NS
-            go.set()
+            begin()
 
     for worker in merge.workers:
         loop.add_reader(worker.conn.fileno(), readable, worker)
