@@ -57,7 +57,7 @@ class ClientMonitor:
             await asyncio.wait([self._task])
         return self.snapshot()
 
-    def snapshot(self, died: str | None = None) -> ClientLoad:
+    def snapshot(self) -> ClientLoad:
         wall, cpu = time.perf_counter() - self._wall0, time.process_time() - self._cpu0
         return ClientLoad(
             worker=self.worker,
@@ -71,5 +71,4 @@ class ClientMonitor:
             read_late_ms=_ms(READ_LATENESS.since(self._late_mark)),
             requests=self.finished,
             in_flight_max=self.in_flight_max,
-            died=died,
         )
