@@ -141,10 +141,12 @@ def _server_means(first: Sample, last: Sample) -> dict[str, Scalar]:
 
 
 def client_tok_s(records: Sequence[RequestRecord]) -> float | None:
-    sends, ends = in_flight_at(records)
-    if not sends or ends[-1] <= sends[0]:
+    """Output tokens of the ok requests over first send to last end."""
+    spans = [(r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None]
+    if not spans:
         return None
-    return sum(output_tokens(r) for r in records if r.ok) / ((ends[-1] - sends[0]) / 1e9)
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return sum(output_tokens(r) for r in records if r.ok) / ((end - start) / 1e9) if end > start else None
 
 
 def bottleneck(

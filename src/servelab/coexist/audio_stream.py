@@ -65,7 +65,6 @@ class AudioBytes:
 
     def __init__(self, fmt: AudioFormat, wav: bool) -> None:
         self.fmt, self._head, self._carry = fmt, b"" if wav else None, 0
-        self.samples = 0  # whole frames so far
 
     def feed(self, data: bytes) -> float:
         if self._head is not None:
@@ -77,7 +76,6 @@ class AudioBytes:
             data, self._head = self._head[offset:], None
         total = self._carry + len(data)
         frames, self._carry = divmod(total, self.fmt.frame)
-        self.samples += frames
         return frames / self.fmt.sample_rate
 
 
@@ -89,7 +87,6 @@ class SseAudio:
         self._pcm = AudioBytes(fmt, wav=False)
         self._buffer = b""
         self.done, self.error = False, cast(str | None, None)
-        self.samples = 0
 
     def feed(self, data: bytes) -> float:
         self._buffer += data.replace(b"\r\n", b"\n")
@@ -123,14 +120,8 @@ class SseAudio:
             self.error = "a speech.audio.delta whose audio is not base64"
             return 0.0
         if raw.startswith(b"RIFF"):  # a whole WAV in one delta (some servers)
-            wav = AudioBytes(self._pcm.fmt, wav=True)
-            seconds = wav.feed(raw)
-            self.samples += wav.samples
-            return seconds
-        before = self._pcm.samples
-        seconds = self._pcm.feed(raw)
-        self.samples += self._pcm.samples - before
-        return seconds
+            return AudioBytes(self._pcm.fmt, wav=True).feed(raw)
+        return self._pcm.feed(raw)
 
 
 def _message(event: dict[str, Any]) -> str:
