@@ -22,6 +22,8 @@ DECODE = Scenario(
 )
 PREFILL = Scenario(name="llm-prefill", user="Summarize the document above in one sentence.", max_tokens=8)
 
+STOP_GRACE_S = 30.0  # how long a cancelled load may take to end (its requests' cancellation is immediate)
+
 
 @dataclass(frozen=True, slots=True)
 class LlmLoad:
@@ -72,15 +74,19 @@ class Background:
             self._tasks.append(asyncio.create_task(run.run()))
 
     async def stop(self) -> list[str]:
-        """Cancel what is in flight; return why a step stopped on its own (errors in a row), if it did."""
+        """Halt and cancel what is in flight, waiting at most ``STOP_GRACE_S``; return why a step stopped on its own
+        (errors in a row) or did not stop, if it did."""
+        for run in self._runs:
+            run.halt()  # a loop whose cancellation is lost still sends nothing more
         for task in self._tasks:
             task.cancel()
-        outcomes = await asyncio.gather(*self._tasks, return_exceptions=True)
+        _, pending = await asyncio.wait(self._tasks, timeout=STOP_GRACE_S) if self._tasks else (set(), set())
         notes = [f"{r.scenario.name}: {r.result.stopped_early}" for r in self._runs if r.result.stopped_early]
-        notes += [
-            f"{r.scenario.name}: the LLM load failed: {type(o).__name__}: {o}"
-            for r, o in zip(self._runs, outcomes, strict=True)
-            if isinstance(o, Exception)
-        ]
+        for run, task in zip(self._runs, self._tasks, strict=True):
+            if task in pending:
+                notes.append(f"{run.scenario.name}: the LLM load did not stop within {STOP_GRACE_S:g} s; left behind")
+            elif not task.cancelled() and isinstance(task.exception(), Exception):
+                exc = task.exception()
+                notes.append(f"{run.scenario.name}: the LLM load failed: {type(exc).__name__}: {exc}")
         self._tasks, self._runs = [], []
         return notes

@@ -83,8 +83,9 @@ class WorkerSpec:
 class WorkerProbe:
     """The stand-in decoder in a child process, driven over its stdin and read from its stdout."""
 
-    def __init__(self, spec: WorkerSpec, ready_timeout: float = 300.0) -> None:
+    def __init__(self, spec: WorkerSpec, ready_timeout: float = 300.0, stall_timeout: float = 120.0) -> None:
         self.spec, self.ready_timeout = spec, ready_timeout
+        self.stall_timeout = stall_timeout  # the longest wait for the next utterance beyond its schedule
         self.kind = "gpu" if spec.device.startswith("cuda") else "cpu"
         if spec.mode == "frames":
             self.kind += "-frames"
@@ -115,10 +116,21 @@ class WorkerProbe:
         self._proc.stdin.write(f"run {utterances}\n".encode())
         await self._proc.stdin.drain()
         out: list[Utterance] = []
-        while "done" not in (line := await self._line()):
+        while "done" not in (line := await self._next(utterances)):
             chunks = tuple(Chunk(*c) for c in line["chunks"])
             out.append(Utterance(line["scheduled"], chunks, condition))
         return out
+
+    async def _next(self, utterances: int) -> dict[str, Any]:
+        """The worker's next line, or an error naming the stall: a wedged worker must not hold the run forever."""
+        period_s = (self.spec.period_ms or 0) / 1000
+        limit = self.stall_timeout + period_s * utterances
+        try:
+            return await asyncio.wait_for(self._line(), limit)
+        except TimeoutError:
+            assert self._proc is not None
+            self._proc.kill()
+            raise UsageError(f"the {self.kind} probe gave nothing for {limit:g} s (killed)") from None
 
     async def close(self) -> None:
         if self._proc and self._proc.returncode is None:

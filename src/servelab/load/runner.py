@@ -115,6 +115,11 @@ class ScenarioRun:
         self.result = ScenarioResult(target.name, scenario.name)
         self.monitor = ClientMonitor()
         self._errors_in_row = 0
+        self._halted = False
+
+    def halt(self) -> None:
+        """No new request after this one: a step run until stopped ends even where a cancellation was lost."""
+        self._halted = True
 
     def _record(self, label: str) -> RequestRecord:
         phase = label.rpartition(":")[2] if label.endswith((":cold", ":warm")) else None
@@ -272,6 +277,8 @@ class ScenarioRun:
             )
 
     def _should_stop(self, deadline: int | None) -> bool:
+        if self._halted:
+            return True
         if self._errors_in_row >= self.load.max_consecutive_errors:
             self.result.stopped_early = f"stopped early: {self._errors_in_row} errors in a row"
             return True

@@ -1,0 +1,90 @@
+"""A coexist condition always ends: the LLM load stops even where a request's cancellation is lost, and a probe
+worker that stops answering fails the run with its name instead of holding it. The LLM side runs against the fake
+capped engine (servelab.testing.engine_sim, not an LLM: the test is about a lost cancellation, which a real engine
+cannot produce on demand); the wedged probe is a script that says it is ready and then never speaks."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from servelab.coexist import LlmLoad
+from servelab.coexist.conditions import parse_condition
+from servelab.coexist.load import Background
+from servelab.coexist.probes import WorkerProbe, WorkerSpec
+from servelab.core.errors import UsageError
+from servelab.core.records import RequestRecord
+from servelab.engines.client import StreamClient
+from servelab.load import Target
+
+LAUNCH = "from servelab.testing.engine_sim import main; main()"
+
+
+@pytest.fixture()
+def sim() -> Iterator[Target]:
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--step-ms", "5"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_the_llm_load_stops_when_a_cancellation_is_lost(sim: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_send = StreamClient.send
+    lost: list[RequestRecord] = []
+
+    async def send_losing_the_cancel(self: StreamClient, *args: Any, **kwargs: Any) -> RequestRecord:
+        try:
+            return await real_send(self, *args, **kwargs)
+        except asyncio.CancelledError:  # as a racing timeout or a library can: the request ends, the task goes on
+            if len(lost) >= 3:  # one per stream: a later cancellation (asyncio.run's teardown) goes through
+                raise
+            lost.append(kwargs["record"])
+            return kwargs["record"]  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(StreamClient, "send", send_losing_the_cancel)
+    records: list[RequestRecord] = []
+
+    async def go() -> tuple[list[str], float, int]:
+        background = Background(sim, records.append)
+        background.start(parse_condition("decode"), LlmLoad(decode_streams=3, decode_tokens=400), None)
+        await asyncio.sleep(0.5)
+        began = time.perf_counter()
+        notes = await asyncio.wait_for(background.stop(), 60)
+        waited = time.perf_counter() - began
+        await asyncio.sleep(0.3)  # nothing is sent after stop returned
+        return notes, waited, len(records)
+
+    notes, waited, at_stop = asyncio.run(go())
+    assert lost, "the cancellation was never swallowed: the test did not exercise the loss"
+    assert notes == []
+    assert len(records) == at_stop  # no request was sent once stop had returned
+    assert waited < 30  # the halted loops ended with their cancelled request, not at the grace limit
+
+
+class _WedgedSpec(WorkerSpec):
+    def argv(self) -> list[str]:
+        ready = 'import json, time; print(json.dumps({"ready": {}}), flush=True); time.sleep(600)'
+        return [sys.executable, "-c", ready]
+
+
+def test_a_probe_worker_that_stops_answering_fails_with_its_name() -> None:
+    probe = WorkerProbe(_WedgedSpec("cpu", "voice", period_ms=100), ready_timeout=30, stall_timeout=1.0)
+
+    async def go() -> None:
+        await probe.start()
+        try:
+            await probe.run(2, "alone")
+        finally:
+            await probe.close()
+
+    with pytest.raises(UsageError, match=r"the cpu probe gave nothing for 1\.2 s"):
+        asyncio.run(go())
+    assert probe._proc is not None and probe._proc.returncode is not None  # killed, not left behind
