@@ -73,7 +73,7 @@ def test_a_target_that_dies_mid_bench_still_gives_a_report(engine: EngineState, 
         report = write_report(db, report_runs(results), tmp_path / "report.html", notes=notes).read_text()
     finally:
         db.close()
-        fwd.loop.call_soon_threadsafe(fwd.loop.stop)
+        fwd.close()
     by_step = {r.step: r for r in results}
     assert by_step["plan"].skipped and by_step["bench"].run_id  # bench ran, and its run is in the report
     assert "What failed" in report
