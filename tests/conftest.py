@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from servelab.core.paths import servelab_home
+from servelab.load import Target
 
 FIXTURE_SERVER = Path(__file__).parent / "fixtures" / "sse_fixture.py"
+ENGINE_SIM = "from servelab.testing.engine_sim import main; main()"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -70,3 +72,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "stops_engine: stops the shared embedded engine; runs last")
     os.environ.setdefault("SERVELAB_ENGINE_PORT", "18765")
+
+
+@pytest.fixture()
+def sim(request: pytest.FixtureRequest) -> Iterator[Target]:
+    """The fake capped engine (servelab.testing.engine_sim, not an LLM) with the test's arguments
+    (``@pytest.mark.parametrize("sim", [[...]], indirect=True)``)."""
+    args = [str(a) for a in getattr(request, "param", [])]
+    proc = subprocess.Popen([sys.executable, "-c", ENGINE_SIM, *args], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
+    proc.kill()
+    proc.wait(timeout=10)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,20 +29,6 @@ from servelab.engines.lateness import Lateness
 from servelab.load import Target, default_workers, run_in_workers
 from servelab.load.scenarios import Scenario, load_scenario
 from servelab.load.workers import split
-
-LAUNCH = "from servelab.testing.engine_sim import main; main()"
-
-
-@pytest.fixture()
-def sim(request: pytest.FixtureRequest) -> Iterator[Target]:
-    """The fake engine with the test's arguments (``@pytest.mark.parametrize("sim", [[...]], indirect=True)``)."""
-    args = [str(a) for a in getattr(request, "param", [])]
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *args], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline())
-    yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
-    proc.kill()
-    proc.wait(timeout=10)
 
 
 def _chat(concurrency: int) -> Scenario:

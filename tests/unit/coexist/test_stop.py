@@ -6,10 +6,8 @@ cannot produce on demand); the wedged probe is a script that says it is ready an
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,19 +21,8 @@ from servelab.core.records import RequestRecord
 from servelab.engines.client import StreamClient
 from servelab.load import Target
 
-LAUNCH = "from servelab.testing.engine_sim import main; main()"
 
-
-@pytest.fixture()
-def sim() -> Iterator[Target]:
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--step-ms", "5"], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline())
-    yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
-    proc.kill()
-    proc.wait(timeout=10)
-
-
+@pytest.mark.parametrize("sim", [["--step-ms", 5]], indirect=True)
 def test_the_llm_load_stops_when_a_cancellation_is_lost(sim: Target, monkeypatch: pytest.MonkeyPatch) -> None:
     real_send = StreamClient.send
     lost: list[RequestRecord] = []
