@@ -11,7 +11,6 @@ the cost."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,15 +78,20 @@ class LeaseHolder:
             await asyncio.sleep(self.lease.ttl_s / 3)
             await self._set(True)
 
-    async def stop(self) -> None:
+    async def stop(self) -> list[str]:
+        """Release the lease; say so if a renewal failed while it was held (the probe then spoke unprotected)."""
+        notes = []
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await asyncio.wait([self._task])  # a cancellation of this caller still reaches it
+            if not self._task.cancelled() and self._task.exception() is not None:
+                exc = self._task.exception()
+                notes.append(f"the realtime lease lapsed while the probe spoke: {type(exc).__name__}: {exc}")
         try:
             await self._set(False)
         finally:
             await self._client.aclose()
+        return notes
 
 
 def mitigation_lines(conditions: Sequence[ConditionFigures]) -> list[str]:

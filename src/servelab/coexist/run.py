@@ -195,7 +195,7 @@ class _Session:
                 runs = await asyncio.gather(*(p.run(self.options.utterances, condition.name) for _, p in active))
             finally:
                 if lease:
-                    await lease.stop()
+                    self.warnings += await lease.stop()
         finally:
             if background:
                 self.warnings += await background.stop()

@@ -6,6 +6,8 @@ cannot produce on demand); the wedged probe is a script that says it is ready an
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
 import time
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from servelab.coexist import LlmLoad
 from servelab.coexist.conditions import parse_condition
 from servelab.coexist.load import Background
+from servelab.coexist.mitigations import Lease, LeaseHolder
 from servelab.coexist.probes import WorkerProbe, WorkerSpec
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
@@ -75,3 +78,34 @@ def test_a_probe_worker_that_stops_answering_fails_with_its_name() -> None:
     with pytest.raises(UsageError, match=r"the cpu probe gave nothing for 1\.2 s"):
         asyncio.run(go())
     assert probe._proc is not None and probe._proc.returncode is not None  # killed, not left behind
+
+
+def test_a_lease_renewal_the_gateway_refuses_is_reported_and_the_lease_still_released() -> None:
+    """A hostile gateway (a fixture: it grants the lease, refuses every renewal with 503, accepts the release)."""
+    bodies: list[dict[str, Any]] = []
+
+    async def admin(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError):  # the client closed its keep-alive connection
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                fields = dict(h.lower().split(b": ", 1) for h in head.strip().split(b"\r\n")[1:])
+                length = int(fields[b"content-length"])
+                bodies.append(json.loads(await reader.readexactly(length)))
+                refused = bodies[-1]["active"] and len(bodies) > 1
+                status = b"503 Service Unavailable" if refused else b"200 OK"
+                writer.write(b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}" % status)
+                await writer.drain()
+
+    async def go() -> list[str]:
+        server = await asyncio.start_server(admin, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        holder = LeaseHolder(Lease(f"http://127.0.0.1:{port}", "admin-key", ttl_s=0.3))
+        await holder.start()
+        await asyncio.sleep(0.4)  # one renewal due every 0.1 s: the first is refused
+        notes = await holder.stop()
+        server.close()
+        return notes
+
+    notes = asyncio.run(go())
+    assert len(notes) == 1 and "the realtime lease lapsed while the probe spoke" in notes[0] and "503" in notes[0]
+    assert bodies[0] == {"active": True, "ttl_s": 0.3} and bodies[-1] == {"active": False}
+    assert sum(b["active"] for b in bodies) == 2  # the renewal loop ended at the refusal, not before
