@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servelab.bench import resolve_targets
@@ -46,6 +47,25 @@ def tts_url() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}/v1/audio/speech"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+def _responsive(url: str, limit_s: float = 300.0) -> float:
+    """Wait until the engine answers an 8-token request within 5 s: these runs give each LLM request only its
+    condition's seconds, and a test before may have left the engine busy (a long prefill it has not yet seen cut
+    off). Returns the last latency; fails with it if the engine stays slow."""
+    deadline, latency = time.monotonic() + limit_s, float("inf")
+    body = {"model": "smollm2-135m-instruct", "prompt": "Count to ten:", "max_tokens": 8, "temperature": 0}
+    while time.monotonic() < deadline:
+        began = time.monotonic()
+        try:
+            ok = httpx.post(f"{url}/v1/completions", json=body, timeout=60).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        latency = time.monotonic() - began
+        if ok and latency < 5:
+            return latency
+        time.sleep(1)
+    pytest.fail(f"the embedded engine still took {latency:.1f} s for 8 tokens after {limit_s:g} s")
 
 
 def _espeak_seconds(text: str) -> float:
@@ -143,6 +163,7 @@ def test_coexist_run_with_the_http_probe_alone(tts_url: str, tmp_path: Path) -> 
 def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object, tmp_path: Path) -> None:
     from tests.integration.conftest import TEST_PORT
 
+    _responsive(f"http://127.0.0.1:{TEST_PORT}")
     target = resolve_targets([("embedded", f"http://127.0.0.1:{TEST_PORT}")])[0]
     # one utterance due every 2 s: each condition lasts long enough for LLM requests to finish beside the probe
     probe = WorkerProbe(WorkerSpec("cpu", "voice", dim=256, layers=4, ffn=768, chunks=20, period_ms=2000))
@@ -208,7 +229,6 @@ class _LeaseWatcher:
         return {"probe": self.kind}
 
     async def run(self, utterances: int, condition: str) -> list[Utterance]:
-        import httpx
 
         from servelab.coexist.playback import Chunk
 
@@ -234,6 +254,7 @@ def test_a_gateway_mitigation_holds_the_lease_while_the_probe_speaks(engine: obj
     from tests.integration.conftest import TEST_PORT
 
     engine_url = f"http://127.0.0.1:{TEST_PORT}"
+    _responsive(engine_url)
     config = GatewayConfig(port=0, local=Upstream(url=engine_url, connect_timeout_s=2),
                            policy=Policy(health_interval_s=0.2, min_hold_s=0),
                            keys=Keys(admin=["admin-key"]))  # fmt: skip
@@ -246,7 +267,6 @@ def test_a_gateway_mitigation_holds_the_lease_while_the_probe_speaks(engine: obj
         with RunStore(tmp_path / "runs.sqlite") as db:
             result = run_coexist(db, probe, direct, options)
             records = db.records(result.run_id)
-        import httpx
 
         after = httpx.get(f"{gw_url}/admin/state", headers={"Authorization": "Bearer admin-key"}).json()
     assert result.failed is None, result.failed
