@@ -18,6 +18,13 @@ from servelab.coexist.probes import WorkerProbe, WorkerSpec
 from servelab.core.store import RunStore
 
 
+SLOW_BASELINE = pytest.mark.xfail(
+    reason="on this 2-core machine the embedded engine's decode TTFT is 2-3 s in these runs and the llm: baseline "
+    "gets no finished request within its window (tok_s_share None); open in issue 16, see the closing note",
+    strict=False,
+)
+
+
 def _responsive(url: str, limit_s: float = 300.0) -> float:
     """Wait until the engine answers an 8-token request within 5 s: these runs give each LLM request only its
     condition's seconds, and a test before may have left the engine busy (a long prefill it has not yet seen cut
@@ -37,11 +44,7 @@ def _responsive(url: str, limit_s: float = 300.0) -> float:
     pytest.fail(f"the embedded engine still took {latency:.1f} s for 8 tokens after {limit_s:g} s")
 
 
-@pytest.mark.xfail(
-    reason="on this 2-core machine the embedded engine's decode TTFT is 2-3 s in these runs and the llm: baseline "
-    "gets no finished request within its window (tok_s_share None); open in issue 16, see the closing note",
-    strict=False,
-)
+@SLOW_BASELINE
 @pytest.mark.integration
 def test_cpu_probe_beside_the_embedded_engine_all_four_conditions(engine: object, tmp_path: Path) -> None:
     from tests.integration.conftest import TEST_PORT
@@ -111,11 +114,7 @@ class _LeaseWatcher:
         pass
 
 
-@pytest.mark.xfail(
-    reason="on this 2-core machine the embedded engine's decode TTFT is 2-3 s in these runs and the llm: baseline "
-    "gets no finished request within its window (tok_s_share None); open in issue 16, see the closing note",
-    strict=False,
-)
+@SLOW_BASELINE
 @pytest.mark.integration
 def test_a_gateway_mitigation_holds_the_lease_while_the_probe_speaks(engine: object, tmp_path: Path) -> None:
     """The plain target, then the same LLM load through a real servelab gateway in front of the embedded engine:
