@@ -17,7 +17,6 @@ from servelab.coexist.playback import Utterance
 from servelab.coexist.probes import WorkerProbe, WorkerSpec
 from servelab.core.store import RunStore
 
-
 SLOW_BASELINE = pytest.mark.xfail(
     reason="on this 2-core machine the embedded engine's decode TTFT is 2-3 s in these runs and the llm: baseline "
     "gets no finished request within its window (tok_s_share None); open in issue 16, see the closing note",
