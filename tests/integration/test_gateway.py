@@ -19,6 +19,7 @@ from servelab.testing import free_port
 from tests.integration.conftest import EXTERNAL_KEY_ENV
 
 ADMIN = {"Authorization": "Bearer admin-key"}
+WAIT_S = 120.0  # a reply may wait on a prefill of two engines sharing this machine's 2 cores: routing is tested here
 CHAT = {
     "model": "smollm2-135m-instruct",
     "messages": [{"role": "user", "content": "Count to five."}],
@@ -38,6 +39,10 @@ def metric(text: str, name: str) -> float | None:
 def serve(config: GatewayConfig) -> Iterator[tuple[str, Gateway]]:
     with running(config.model_copy(update={"port": 0})) as (url, gateway):
         yield url, gateway
+
+
+def _client(url: str) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=WAIT_S)
 
 
 def config(local: str, external: str | None, key_env: str = EXTERNAL_KEY_ENV, **policy: float) -> GatewayConfig:
@@ -70,7 +75,7 @@ def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(
         assert record.prompt_tokens is not None  # asked: the usage chunk came through
         quiet = stream(url, usage=False)
         assert quiet.ok and quiet.prompt_tokens is None and quiet.completion_tokens is None  # not asked: dropped
-        with httpx.Client(base_url=url) as http:
+        with _client(url) as http:
             reply = http.post("/v1/chat/completions", json=CHAT)
             assert reply.headers["x-servelab-route"] == "local" and reply.headers["x-servelab-reason"] == "default"
             assert reply.json()["choices"][0]["message"]["content"]
@@ -85,7 +90,7 @@ def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(
 def test_maintenance_long_prefill_and_realtime_route_external(
     engine: EngineState, external_engine: EngineState
 ) -> None:
-    with serve(config(engine.url, external_engine.url, threshold=200)) as (url, _), httpx.Client(base_url=url) as http:
+    with serve(config(engine.url, external_engine.url, threshold=200)) as (url, _), _client(url) as http:
         assert http.post("/admin/maintenance", json={"active": True}).status_code == 401
         assert http.post("/admin/maintenance", json={"active": True}, headers=ADMIN).json()["maintenance"]
         reply = http.post("/v1/chat/completions", json=CHAT)
@@ -95,7 +100,7 @@ def test_maintenance_long_prefill_and_realtime_route_external(
     # ~202 tokens by bytes, inside the exact band of a 200-token threshold: counted with /tokenize (over 200)
     long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 270}])
     relaxed = config(engine.url, external_engine.url, threshold=200, min_hold_s=0)
-    with serve(relaxed) as (url, _), httpx.Client(base_url=url) as http:
+    with serve(relaxed) as (url, _), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=long_chat)
         assert reply.headers["x-servelab-reason"] == "long_prefill" and reply.status_code == 200
         tokens, method = reply.headers["x-servelab-tokens"].split(";")
@@ -112,7 +117,7 @@ def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(
     engine: EngineState, external_engine: EngineState
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    with serve(config(closed, external_engine.url)) as (url, gateway), httpx.Client(base_url=url) as http:
+    with serve(config(closed, external_engine.url)) as (url, gateway), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.status_code == 200
         assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == (
@@ -127,7 +132,7 @@ def test_failover_before_the_first_byte_once_and_503_when_nothing_serves(
         assert not gateway.health.healthy and "cannot connect" in gateway.health.last_error
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.headers["x-servelab-reason"] == "local_unhealthy"
-    with serve(config(closed, f"http://127.0.0.1:{free_port()}")) as (url, _), httpx.Client(base_url=url) as http:
+    with serve(config(closed, f"http://127.0.0.1:{free_port()}")) as (url, _), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend"
         assert reply.headers["retry-after"] == "5"
@@ -190,7 +195,7 @@ def test_tool_call_deltas_and_finish_reason_match_on_both_routes(
     tools = [{"type": "function", "function": {"name": "add", "parameters": schema}}]
     body = dict(CHAT, messages=[{"role": "user", "content": "Add 17 and 25."}], tools=tools, tool_choice="required")
     body["max_tokens"] = 40
-    with serve(config(engine.url, external_engine.url, min_hold_s=0)) as (url, _), httpx.Client(base_url=url) as http:
+    with serve(config(engine.url, external_engine.url, min_hold_s=0)) as (url, _), _client(url) as http:
         client = StreamClient(url, options=ClientOptions())
         local = asyncio.run(client.send("chat", dict(body)))
         http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)
@@ -206,7 +211,7 @@ def test_tool_call_deltas_and_finish_reason_match_on_both_routes(
 def test_limits_and_bad_input(engine: EngineState) -> None:
     cfg = config(engine.url, None)
     cfg.max_body_bytes = 4096
-    with serve(cfg) as (url, _), httpx.Client(base_url=url) as http:
+    with serve(cfg) as (url, _), _client(url) as http:
         big = dict(CHAT, messages=[{"role": "user", "content": "x" * 10_000}])
         assert http.post("/v1/chat/completions", json=big).status_code == 413
         assert http.post("/v1/chat/completions", content=b"{nope").status_code == 400
@@ -221,12 +226,12 @@ def test_external_errors_leave_local_healthy_and_the_alias_is_rewritten(
     cfg = config(f"http://127.0.0.1:{free_port()}", external_engine.url, health_interval_s=60)
     assert cfg.external is not None
     cfg.external.model = "smollm2-135m-instruct"
-    with serve(cfg) as (url, gateway), httpx.Client(base_url=url) as http:
+    with serve(cfg) as (url, gateway), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=aliased)  # local is down: failover to external
         assert reply.status_code == 200 and reply.headers["x-servelab-route"] == "external"
         assert reply.json()["model"] == "smollm2-135m-instruct"  # the alias went out as the external name
     wrong_key = config(engine.url, external_engine.url, key_env="SERVELAB_TEST_NO_SUCH_KEY")
-    with serve(wrong_key) as (url, gateway), httpx.Client(base_url=url) as http:
+    with serve(wrong_key) as (url, gateway), _client(url) as http:
         http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)
         reply = http.post("/v1/chat/completions", json=CHAT)
         assert reply.status_code == 502 and reply.headers["x-servelab-route"] == "external"  # the gateway's key

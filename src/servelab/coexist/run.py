@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servelab.coexist.conditions import CONDITIONS, Condition, parse_condition, with_baselines
+from servelab.coexist.conditions import CONDITIONS, LLM_ONLY, Condition, parse_condition, with_baselines
 from servelab.coexist.goals import Goals, judge
 from servelab.coexist.load import Background, LlmLoad, fitted_prefill
 from servelab.coexist.mitigations import LeaseHolder, Mitigation, mitigated
@@ -21,7 +21,7 @@ from servelab.core.recorder import RunRecorder, describe
 from servelab.core.records import RequestRecord
 from servelab.core.results import CoexistRun, ConditionFigures, Facts, LlmFigures, load_result
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
-from servelab.core.summary import summarize
+from servelab.core.summary import streamed_tok_s, summarize
 from servelab.engines.manifest import build_manifest
 from servelab.load.runner import Target
 
@@ -228,6 +228,11 @@ class _Session:
                     f"{figs.condition}{_of(figs, self.names)}: p99 rests on {figs.chunks} chunks (at least "
                     f"{self.options.min_chunks} wanted; raise --utterances or --repeats)"
                 )
+        self.warnings += [
+            f"{f.condition}: the LLM load alone streamed no token; the conditions it is the baseline of have no share"
+            for f in conditions
+            if not f.probe and f.condition.startswith(LLM_ONLY) and not (f.llm and f.llm.streamed_tok_s)
+        ]
         judge(conditions, self.options.goals)
         return CoexistResult(
             self.run_id,
@@ -272,8 +277,8 @@ def _shares(figs: list[ConditionFigures], names: Sequence[str]) -> None:
     for f in figs:
         base = parse_condition(f.condition).baseline if f.condition in names else None
         ref = alone.get(base) if base else None
-        if f.llm is not None and ref is not None and ref.aggregate_tok_s > 0:
-            f.llm.tok_s_share = f.llm.aggregate_tok_s / ref.aggregate_tok_s
+        if f.llm is not None and ref is not None and ref.streamed_tok_s:
+            f.llm.tok_s_share = (f.llm.streamed_tok_s or 0.0) / ref.streamed_tok_s
             f.llm.ttft_p50_alone_ms = ref.ttft_ms.get("p50")
 
 
@@ -283,7 +288,8 @@ def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     s = summarize(records)
     return LlmFigures(
         requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms,
-        aggregate_tok_s=s.aggregate_tok_s, failures=s.failures, failure_messages=s.failure_messages,
+        aggregate_tok_s=s.aggregate_tok_s, streamed_tok_s=streamed_tok_s(records), failures=s.failures,
+        failure_messages=s.failure_messages,
     )  # fmt: skip
 
 

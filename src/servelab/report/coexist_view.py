@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from servelab.coexist import mitigation_lines
-from servelab.core.results import CoexistRun, ConditionFigures
+from servelab.core.results import CoexistRun, ConditionFigures, LlmFigures
 from servelab.report.model import Section, Table, fmt
 
 
@@ -41,7 +41,10 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
     out.problems += result.warnings
 
 
-LLM_NOTE = "the LLM's own requests in each condition; kept: its tok/s over the same load's with no probe (llm:...)"
+LLM_NOTE = (
+    "the LLM's own requests in each condition; tok/s: the tokens that streamed while the load ran, requests cut off "
+    "at its end included; kept: that over the same load's with no probe (llm:...)"
+)
 
 
 def llm_table(conditions: list[ConditionFigures]) -> Table:
@@ -52,9 +55,13 @@ def llm_table(conditions: list[ConditionFigures]) -> Table:
             continue
         kept = f"{c.llm.tok_s_share:.0%}" if c.llm.tok_s_share is not None else "-"
         ttft = f"{fmt(c.llm.ttft_ms.get('p50'), 0)} ({fmt(c.llm.ttft_p50_alone_ms, 0)})"
-        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}", fmt(c.llm.aggregate_tok_s, 0), kept, ttft])
+        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}", fmt(_tok_s(c.llm), 0), kept, ttft])
     headers = ["condition", "LLM ok/n", "LLM\ntok/s", "kept", "TTFT p50 ms\n(alone)"]
     return Table("The LLM's side", headers, rows, note=LLM_NOTE)
+
+
+def _tok_s(llm: LlmFigures) -> float:
+    return llm.streamed_tok_s if llm.streamed_tok_s is not None else llm.aggregate_tok_s  # a run stored before it
 
 
 def _row(c: ConditionFigures, lookaheads: list[float], several: bool = False) -> list[str]:

@@ -140,3 +140,37 @@ def test_a_mitigation_repeats_the_probed_llm_conditions_only() -> None:
     assert mitigated(names, [gw]) == (*names, "gw/decode", "gw/all")
     with pytest.raises(UsageError):
         mitigated(names, [gw, gw])  # two of one name
+
+
+def test_the_share_counts_tokens_of_requests_cut_off_by_the_stop() -> None:
+    """A load whose requests outlast the window (a slow engine, a long answer) finished none; its throughput is
+    what streamed over the span it ran, so the share is still given: 30 tokens in 3 s beside the probe, 40 in 2 s
+    alone."""
+    from servelab.coexist.run import condition_figures
+    from servelab.core.records import ErrorClass, Labels, RequestRecord
+
+    def cut(condition: str, start: float, seconds: float, tokens: int) -> RequestRecord:
+        ns = int(start * 1e9)
+        gap = int(seconds * 1e9) // tokens
+        return RequestRecord("r", "chat", sent_ns=ns, first_token_ns=ns + gap, end_ns=ns + int(seconds * 1e9),
+                             chunk_ns=[ns + gap * (i + 1) for i in range(tokens)], client_token_count=tokens,
+                             error=ErrorClass.CANCELLED, labels=Labels(condition=condition))  # fmt: skip
+
+    voice = [Utterance(0.0, tuple(Chunk(0.01 * (i + 1), 0.04) for i in range(20)), c, probe="v")
+             for c in ("alone", "decode")]  # fmt: skip
+    records = [cut("decode", 0.0, 3.0, 15), cut("decode", 0.0, 3.0, 15), cut("llm:decode", 9.0, 2.0, 40)]
+    figs = condition_figures(["alone", "decode", "llm:decode"], ["v"], voice, records, [0.0])
+    by = {(f.condition, f.probe): f for f in figs}
+    decode, alone = by["decode", "v"].llm, by["llm:decode", ""].llm
+    assert decode is not None and alone is not None and decode.ok == alone.ok == 0
+    assert decode.streamed_tok_s == pytest.approx(10.0) and alone.streamed_tok_s == pytest.approx(20.0)
+    assert decode.tok_s_share == pytest.approx(0.5)
+
+
+def test_a_baseline_that_streamed_nothing_gives_no_share() -> None:
+    from servelab.core.records import ErrorClass, RequestRecord
+    from servelab.core.summary import streamed_tok_s
+
+    silent = RequestRecord("r", "chat", sent_ns=0, end_ns=5_000_000_000, error=ErrorClass.CANCELLED)
+    assert streamed_tok_s([silent]) == 0.0
+    assert streamed_tok_s([RequestRecord("r", "chat")]) is None  # never sent

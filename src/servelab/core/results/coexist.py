@@ -29,7 +29,8 @@ class LlmFigures(Model):
     ttft_ms: dict[str, float]
     tpot_ms: dict[str, float]
     aggregate_tok_s: float
-    tok_s_share: float | None = None  # aggregate tok/s over the same load's with no probe running (llm:...)
+    streamed_tok_s: float | None = None  # tokens that arrived over the load's span, cut-off requests included
+    tok_s_share: float | None = None  # streamed tok/s over the same load's with no probe running (llm:...)
     ttft_p50_alone_ms: float | None = None  # that baseline's median TTFT
     failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
     failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
