@@ -66,15 +66,14 @@ def stream_tok_s(record: RequestRecord) -> float | None:
 
 
 def streamed_tok_s(records: Sequence[RequestRecord]) -> float | None:
-    """Tokens that arrived over the time a load ran (its first send to its last byte), every request counted,
-    those cut off when the load stopped included: a load's throughput even when its requests outlast the window
-    (a long prefill, a slow engine) and none finished. None when nothing was sent."""
-    spans = [(r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None]
-    if not spans:
+    """Tokens that arrived while a load had a request in flight (its rounds' spans, not the time between them),
+    every request counted, those cut off when the load stopped included: a load's throughput even when its requests
+    outlast the window (a long prefill, a slow engine) and none finished. None when nothing was sent."""
+    window = active_window_ns(records)
+    if not window:
         return None
-    window = max(end for _, end in spans) - min(start for start, _ in spans)
     tokens = sum(output_tokens(r) if r.ok else r.client_token_count for r in records)
-    return tokens / (window / NS_PER_S) if window > 0 else None
+    return tokens / (window / NS_PER_S)
 
 
 def active_window_ns(records: Sequence[RequestRecord]) -> int:

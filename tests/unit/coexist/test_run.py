@@ -174,3 +174,13 @@ def test_a_baseline_that_streamed_nothing_gives_no_share() -> None:
     silent = RequestRecord("r", "chat", sent_ns=0, end_ns=5_000_000_000, error=ErrorClass.CANCELLED)
     assert streamed_tok_s([silent]) == 0.0
     assert streamed_tok_s([RequestRecord("r", "chat")]) is None  # never sent
+
+
+def test_the_time_between_rounds_is_not_the_loads() -> None:
+    """Two rounds of one condition, 100 s apart: 20 tokens in each 2 s round is 10 tok/s, not 40 over 102 s."""
+    from servelab.core.records import ErrorClass, RequestRecord
+    from servelab.core.summary import streamed_tok_s
+
+    rounds = [RequestRecord("r", "chat", sent_ns=int(t * 1e9), end_ns=int((t + 2) * 1e9), client_token_count=20,
+                            error=ErrorClass.CANCELLED) for t in (0.0, 100.0)]  # fmt: skip
+    assert streamed_tok_s(rounds) == pytest.approx(10.0)
