@@ -55,7 +55,14 @@ def judge(conditions: Sequence[ConditionFigures], goals: Goals) -> None:
             continue
         missed, held = _check(c, alone.get(c.probe), goals)
         c.meets = not missed
-        c.verdict = ("misses: " + "; ".join(missed)) if missed else ("meets the goals: " + "; ".join(held))
+        c.verdict = _verdict(missed, held)
+
+
+def _verdict(missed: list[str], held: list[str]) -> str:
+    """Every goal judged, the missed first: a miss does not hide what held (the LLM's share beside a late voice)."""
+    if not missed:
+        return "meets the goals: " + "; ".join(held)
+    return "misses: " + "; ".join(missed) + (f" (held: {'; '.join(held)})" if held else "")
 
 
 def _check(c: ConditionFigures, alone: ConditionFigures | None, goals: Goals) -> tuple[list[str], list[str]]:

@@ -184,3 +184,11 @@ def test_the_time_between_rounds_is_not_the_loads() -> None:
     rounds = [RequestRecord("r", "chat", sent_ns=int(t * 1e9), end_ns=int((t + 2) * 1e9), client_token_count=20,
                             error=ErrorClass.CANCELLED) for t in (0.0, 100.0)]  # fmt: skip
     assert streamed_tok_s(rounds) == pytest.approx(10.0)
+
+
+def test_a_missed_goal_does_not_hide_the_ones_that_held() -> None:
+    from servelab.coexist.goals import _verdict
+
+    text = _verdict(["lateness p99 464.1 ms (alone -32.7, at most 5.0)"], ["the LLM kept 91% of its tok/s (goal 80%)"])
+    assert text.startswith("misses: lateness p99 464.1 ms") and "held: the LLM kept 91%" in text
+    assert _verdict([], ["0 underruns at 300 ms lookahead"]) == "meets the goals: 0 underruns at 300 ms lookahead"
