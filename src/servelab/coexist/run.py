@@ -18,10 +18,11 @@ from servelab.coexist.probes import Probe
 from servelab.coexist.summary import figures
 from servelab.core.errors import UsageError
 from servelab.core.recorder import RunRecorder, describe
-from servelab.core.records import RequestRecord
+from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.results import CoexistRun, ConditionFigures, Facts, LlmFigures, load_result
+from servelab.core.stats import percentiles
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
-from servelab.core.summary import streamed_tok_s, summarize
+from servelab.core.summary import streamed_tok_s, summarize, ttft_ms
 from servelab.engines.manifest import build_manifest
 from servelab.load.runner import Target
 
@@ -283,13 +284,18 @@ def _shares(figs: list[ConditionFigures], names: Sequence[str]) -> None:
 
 
 def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
+    """The load's figures; its TTFT also from the requests cut off at the condition's end after their first token
+    (the finished ones alone leave out the slowest: a long prefill cut off late), and how many were still waiting
+    for theirs (a TTFT longer than the condition)."""
     if not records:
         return None
     s = summarize(records)
+    cut = [r for r in records if r.error == ErrorClass.CANCELLED]
+    ttfts = [t for r in records if r.ok or r.error == ErrorClass.CANCELLED if (t := ttft_ms(r)) is not None]
     return LlmFigures(
-        requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms,
+        requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=percentiles(ttfts), tpot_ms=s.tpot_ms,
         aggregate_tok_s=s.aggregate_tok_s, streamed_tok_s=streamed_tok_s(records), failures=s.failures,
-        failure_messages=s.failure_messages,
+        failure_messages=s.failure_messages, cut_before_first_token=sum(r.first_token_ns is None for r in cut),
     )  # fmt: skip
 
 

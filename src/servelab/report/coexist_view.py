@@ -43,7 +43,8 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
 
 LLM_NOTE = (
     "the LLM's own requests in each condition; tok/s: the tokens that streamed while the load ran, requests cut off "
-    "at its end included; kept: that over the same load's with no probe (llm:...)"
+    "at its end included; kept: that over the same load's with no probe (llm:...); TTFT: of the finished requests "
+    "and those cut off after their first token"
 )
 
 

@@ -192,3 +192,23 @@ def test_a_missed_goal_does_not_hide_the_ones_that_held() -> None:
     text = _verdict(["lateness p99 464.1 ms (alone -32.7, at most 5.0)"], ["the LLM kept 91% of its tok/s (goal 80%)"])
     assert text.startswith("misses: lateness p99 464.1 ms") and "held: the LLM kept 91%" in text
     assert _verdict([], ["0 underruns at 300 ms lookahead"]) == "meets the goals: 0 underruns at 300 ms lookahead"
+
+
+def test_ttft_counts_requests_cut_off_after_their_first_token() -> None:
+    """The slowest first tokens are often the requests the condition's end cut off: their TTFT counts; one still
+    waiting is counted apart (its TTFT is longer than the condition)."""
+    from servelab.coexist.run import condition_figures
+    from servelab.core.records import ErrorClass, Labels, RequestRecord
+
+    def rec(ttft_s: float | None, cut: bool) -> RequestRecord:
+        first = None if ttft_s is None else int(ttft_s * 1e9)
+        return RequestRecord("r", "chat", sent_ns=0, first_token_ns=first, end_ns=int(5e9),
+                             chunk_ns=[first] if first else [], client_token_count=1 if first else 0,
+                             completion_tokens=None if cut else 1, error=ErrorClass.CANCELLED if cut else None,
+                             labels=Labels(condition="llm:prefill"))  # fmt: skip
+
+    records = [rec(0.1, False), rec(0.2, False), rec(3.0, True), rec(None, True)]
+    figs = condition_figures(["llm:prefill"], [], [], records, [0.0])
+    llm = figs[0].llm
+    assert llm is not None and llm.ok == 2 and llm.cut_before_first_token == 1
+    assert llm.ttft_ms["p50"] == pytest.approx(200.0) and llm.ttft_ms["p99"] > 2900  # the cut-off one's 3 s counts

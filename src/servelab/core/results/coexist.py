@@ -26,12 +26,13 @@ class LlmFigures(Model):
     requests: int
     ok: int
     errors: dict[str, int]
-    ttft_ms: dict[str, float]
+    ttft_ms: dict[str, float]  # finished requests and those cut off at the end after their first token
     tpot_ms: dict[str, float]
     aggregate_tok_s: float
     streamed_tok_s: float | None = None  # tokens that arrived over the load's span, cut-off requests included
     tok_s_share: float | None = None  # streamed tok/s over the same load's with no probe running (llm:...)
     ttft_p50_alone_ms: float | None = None  # that baseline's median TTFT
+    cut_before_first_token: int = 0  # requests cut off at the end still waiting for their first token
     failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
     failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
 
