@@ -56,7 +56,8 @@ def llm_table(conditions: list[ConditionFigures]) -> Table:
             continue
         kept = f"{c.llm.tok_s_share:.0%}" if c.llm.tok_s_share is not None else "-"
         ttft = f"{fmt(c.llm.ttft_ms.get('p50'), 0)} ({fmt(c.llm.ttft_p50_alone_ms, 0)})"
-        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}", fmt(_tok_s(c.llm), 0), kept, ttft])
+        waiting = f" ({c.llm.cut_before_first_token} waiting)" if c.llm.cut_before_first_token else ""
+        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}{waiting}", fmt(_tok_s(c.llm), 0), kept, ttft])
     headers = ["condition", "LLM ok/n", "LLM\ntok/s", "kept", "TTFT p50 ms\n(alone)"]
     return Table("The LLM's side", headers, rows, note=LLM_NOTE)
 

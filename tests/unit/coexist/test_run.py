@@ -212,3 +212,16 @@ def test_ttft_counts_requests_cut_off_after_their_first_token() -> None:
     llm = figs[0].llm
     assert llm is not None and llm.ok == 2 and llm.cut_before_first_token == 1
     assert llm.ttft_ms["p50"] == pytest.approx(200.0) and llm.ttft_ms["p99"] > 2900  # the cut-off one's 3 s counts
+
+
+def test_the_llm_table_says_how_many_were_still_waiting() -> None:
+    from servelab.coexist.run import condition_figures
+    from servelab.core.records import ErrorClass, Labels, RequestRecord
+    from servelab.report.coexist_view import llm_table
+
+    done = RequestRecord("r", "chat", sent_ns=0, first_token_ns=10**8, end_ns=10**9, chunk_ns=[10**8],
+                         completion_tokens=1, labels=Labels(condition="llm:prefill"))  # fmt: skip
+    waiting = RequestRecord("r", "chat", sent_ns=0, end_ns=10**9, error=ErrorClass.CANCELLED,
+                            labels=Labels(condition="llm:prefill"))  # fmt: skip
+    table = llm_table(condition_figures(["llm:prefill"], [], [], [done, waiting], [0.0]))
+    assert table.rows[0][:3] == ["llm:prefill", "1/2 (1 waiting)", "1"]
