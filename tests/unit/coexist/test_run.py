@@ -8,6 +8,7 @@ import pytest
 from servelab.coexist import CoexistOptions, run_coexist, stored_result
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.core.store import RunStore
+from servelab.load import Target
 
 
 class ScriptedProbe:
@@ -225,3 +226,21 @@ def test_the_llm_table_says_how_many_were_still_waiting() -> None:
                             labels=Labels(condition="llm:prefill"))  # fmt: skip
     table = llm_table(condition_figures(["llm:prefill"], [], [], [done, waiting], [0.0]))
     assert table.rows[0][:3] == ["llm:prefill", "1/2 (1 waiting)", "1"]
+
+
+@pytest.mark.parametrize("sim", [["--admit-ms", 60_000]], indirect=True)
+def test_a_baseline_that_streamed_nothing_is_warned_of(sim: Target, tmp_path: Path) -> None:
+    """The fake engine (servelab.testing.engine_sim, not an LLM: a frontend that admits nothing for a minute, which a
+    real engine does not do on demand): neither the condition nor its baseline streams a token, so there is no
+    share, and the run says why instead of judging the LLM on nothing."""
+    from servelab.coexist import LlmLoad
+
+    options = CoexistOptions(conditions=("alone", "decode"), repeats=1, utterances=1, settle_s=0.3,
+                             load=LlmLoad(decode_streams=1, decode_tokens=8))  # fmt: skip
+    with RunStore(tmp_path / "runs.sqlite") as db:
+        result = run_coexist(db, ScriptedProbe(), sim, options)
+    assert result.failed is None
+    by = {c.condition: c for c in result.conditions}
+    assert by["decode"].llm is not None and by["decode"].llm.tok_s_share is None
+    assert by["decode"].llm.cut_before_first_token >= 1
+    assert any(w.startswith("llm:decode: the LLM load alone streamed no token") for w in result.warnings)
