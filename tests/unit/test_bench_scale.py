@@ -313,3 +313,17 @@ def test_a_worker_dead_before_it_was_ready_does_not_hold_the_others(sim: Target)
     killer.join()
     assert killed and len([c for c in result.clients if c.died]) == 1
     assert len(result.records) == 6 and all(r.ok for r in result.records)  # the living worker took every index
+
+
+def test_replies_waiting_in_a_late_clients_buffers_are_not_the_frontend() -> None:
+    """The same in-flight gap (the client counts 3.8 requests, the engine runs none): with a client that read its
+    bytes late the replies were waiting on the client (seen in CI with the load process starved); with prompt reads
+    the requests were in the server's frontend (as on the H200 with one API server: reads late at most 2.3 ms)."""
+    from servelab.bench.verdict import _replies_waiting_on_client
+
+    ev: dict[str, object] = {"in_flight_mean": 3.8, "not_in_engine_share": 1.0, "engine_running_mean": 0.0,
+                             "engine_waiting_mean": 0.0, "scrapes": 12, "loop_lag_p99_ms": 35.5,
+                             "read_late_p99_ms": 11.0}  # fmt: skip
+    assert "waiting on the client" in (_replies_waiting_on_client(ev) or "")  # type: ignore[arg-type]
+    prompt = dict(ev, loop_lag_p99_ms=1.3, read_late_p99_ms=0.3)
+    assert _replies_waiting_on_client(prompt) is None  # type: ignore[arg-type]

@@ -174,7 +174,46 @@ def bottleneck(
             evidence=ev,
         )
     ev.update(server_evidence(records, samples))
+    if not _frontend_cpu(ev) and (why := _replies_waiting_on_client(ev)):
+        return Bottleneck(limit="client", reason=f"the load generator was the limit: {why}",
+                          hint="raise --workers, or run servelab on cores the server does not use", note=note,
+                          evidence=ev)  # fmt: skip
     return _server_side(ev).model_copy(update={"note": note})
+
+
+def _client_behind(ev: dict[str, Scalar]) -> bool:
+    lag, late = ev.get("loop_lag_p99_ms"), ev.get("read_late_p99_ms")
+    return (isinstance(lag, float) and lag >= CLIENT_LOOP_LAG_MS) or (
+        isinstance(late, float) and late >= CLIENT_READ_LATE_MS
+    )
+
+
+def _replies_waiting_on_client(ev: dict[str, Scalar]) -> str | None:
+    """Requests the client counts in flight that the engine no longer runs, while the client read its bytes late:
+    their replies were in the client's own socket buffers, not queued in the server's frontend."""
+    if (gap := _in_flight_gap(ev)) is None or not _client_behind(ev):
+        return None
+    flight, running, queued = gap
+    return (
+        f"it had {flight:.1f} requests in flight on average where the engine counted {running:.1f} running and "
+        f"{queued:.1f} waiting, and it read what had arrived late (event loop {ev['loop_lag_p99_ms']} ms, reads "
+        f"{ev['read_late_p99_ms']} ms, p99): the replies were waiting on the client"
+    )
+
+
+def _in_flight_gap(ev: dict[str, Scalar]) -> tuple[float, float, float] | None:
+    """The client's mean in-flight count, the engine's running and waiting, where the engine saw far fewer."""
+    flight, share, running, scrapes = (ev.get(k) for k in ("in_flight_mean", "not_in_engine_share",
+                                                           "engine_running_mean", "scrapes"))  # fmt: skip
+    queued = ev.get("engine_waiting_mean")
+    queued = queued if isinstance(queued, float) else 0.0
+    if (
+        isinstance(flight, float) and isinstance(share, float) and isinstance(running, float)
+        and isinstance(scrapes, int) and scrapes >= MIN_SCRAPES and share >= FRONTEND_SHARE
+        and flight - running - queued >= 2
+    ):  # fmt: skip
+        return flight, running, queued
+    return None
 
 
 def _frontend_cpu(ev: dict[str, Scalar]) -> str | None:
@@ -195,18 +234,11 @@ def _frontend(ev: dict[str, Scalar]) -> str | None:
         and front >= max(FRONTEND_TTFT_MS, FRONTEND_TTFT_SHARE * ttft)
     ):
         return f"{front:,.0f} ms of the server's own {ttft:,.0f} ms mean TTFT was outside its queue and prefill"
-    flight, share, running, scrapes = (ev.get(k) for k in ("in_flight_mean", "not_in_engine_share",
-                                                           "engine_running_mean", "scrapes"))  # fmt: skip
-    queued = ev.get("engine_waiting_mean")
-    queued = queued if isinstance(queued, float) else 0.0
-    if (
-        isinstance(flight, float) and isinstance(share, float) and isinstance(running, float)
-        and isinstance(scrapes, int) and scrapes >= MIN_SCRAPES and share >= FRONTEND_SHARE
-        and flight - running - queued >= 2
-    ):  # fmt: skip
+    if (gap := _in_flight_gap(ev)) is not None:
+        flight, running, queued = gap
         return (
             f"the client had {flight:.1f} requests in flight on average, the engine counted "
-            f"{running:.1f} running and {queued:.1f} waiting: {share:.0%} were in the frontend"
+            f"{running:.1f} running and {queued:.1f} waiting: {ev['not_in_engine_share']:.0%} were in the frontend"
         )
     return None
 
