@@ -166,19 +166,21 @@ def bottleneck(
         ev["frontend_cpu_max"] = round(frontend_cpu[0], 3)
     note = client_note(ev, open_loop)
     if why := client_limited(ev):
-        return Bottleneck(
-            limit="client",
-            reason=f"the load generator was the limit: {why}",
-            hint="raise --workers, or run servelab on cores the server does not use",
-            note=note,
-            evidence=ev,
-        )
+        return _client_limit(why, note, ev)
     ev.update(server_evidence(records, samples))
     if not _frontend_cpu(ev) and (why := _replies_waiting_on_client(ev)):
-        return Bottleneck(limit="client", reason=f"the load generator was the limit: {why}",
-                          hint="raise --workers, or run servelab on cores the server does not use", note=note,
-                          evidence=ev)  # fmt: skip
+        return _client_limit(why, note, ev)
     return _server_side(ev).model_copy(update={"note": note})
+
+
+def _client_limit(why: str, note: str | None, ev: dict[str, Scalar]) -> Bottleneck:
+    return Bottleneck(
+        limit="client",
+        reason=f"the load generator was the limit: {why}",
+        hint="raise --workers, or run servelab on cores the server does not use",
+        note=note,
+        evidence=ev,
+    )
 
 
 def _client_behind(ev: dict[str, Scalar]) -> bool:
