@@ -3,15 +3,25 @@
 # LEVELS streams (synthetic 128 tokens in, 256 out, 2 x streams requests): servelab with 1 and with 4 workers,
 # `vllm bench serve` and GuideLLM (when GUIDELLM_SITE holds it), each wrapped so the engine's own token counter
 # is sampled beside it. Results under OUT; table: python3 benchmarks/gpu/bench_scale.py table OUT...
-# usage: [REQ_FACTOR=2] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] bash benchmarks/gpu/bench_scale.sh KIT OUT
+# A server already up with the same API_SERVERS (started by an earlier call, in its own session) is reused; KEEP=1
+# leaves the server running (setsid) for the next call.
+# usage: [REQ_FACTOR=2] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite]
+#        [KEEP=1] bash benchmarks/gpu/bench_scale.sh KIT OUT
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
 API=${API_SERVERS:-1}; LEVELS=${LEVELS:-64,256,512,1024}; GSITE=${GUIDELLM_SITE:-/tmp/gsite}
 MODEL=$KIT/models/smollm2-135m; URL=http://127.0.0.1:8000
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 echo "$API" >"$OUT/api-servers"
-PYTHONPATH=/tmp/site SERVE_LOG=$OUT/serve.log SERVE_TIMEOUT=300 bash "$KIT/serve.sh" "$MODEL" \
-  --api-server-count "$API" --max-model-len 2048 </dev/null 2>&1 | tail -5 || exit 1
+up() { [[ -f /tmp/vllm-serve.pid ]] && kill -0 "$(cat /tmp/vllm-serve.pid)" 2>/dev/null; }
+if up && [[ $(cat /tmp/vllm-serve.api 2>/dev/null) != "$API" ]]; then
+  kill "$(cat /tmp/vllm-serve.pid)"; while up; do sleep 1; done; sleep 3
+fi
+if ! up; then
+  PYTHONPATH=/tmp/site SERVE_LOG=$OUT/serve.log SERVE_TIMEOUT=300 setsid bash "$KIT/serve.sh" "$MODEL" \
+    --api-server-count "$API" --max-model-len 2048 </dev/null 2>&1 | tail -5 || exit 1
+  echo "$API" >/tmp/vllm-serve.api
+fi
 export PYTHONPATH=/tmp/site:$PWD/src:$GSITE  # the clients: servelab's library, GuideLLM
 W="python3 benchmarks/gpu/bench_scale.py wrap $OUT"
 run() { timeout "${RUN_TIMEOUT:-150}" "$@" || echo "rc=$? for $*"; }
@@ -31,5 +41,5 @@ for C in ${LEVELS//,/ }; do
       --disable-console-interactive
   fi
 done
-kill "$(cat /tmp/vllm-serve.pid)" 2>/dev/null; sleep 3
+[[ -n ${KEEP:-} ]] || { kill "$(cat /tmp/vllm-serve.pid)" 2>/dev/null; sleep 3; }
 python3 benchmarks/gpu/bench_scale.py table "$OUT" | tee "$OUT/table.md"
