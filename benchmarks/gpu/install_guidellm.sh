@@ -6,6 +6,6 @@
 set -uo pipefail
 STAGE=/tmp/gllm-wheels; mkdir -p "$STAGE"
 cp .gpu-wheels/gllm0*/*.whl "$STAGE"/ 2>/dev/null
-if ! ls "$STAGE"/guidellm-*.whl >/dev/null 2>&1; then  # pyarrow: the image has it now (2026-11-17) echo "guidellm: parts missing"; exit 3; fi
+if ! ls "$STAGE"/guidellm-*.whl >/dev/null 2>&1; then echo "guidellm: parts missing"; exit 3; fi
 python3 -m pip install -q --no-index --no-deps --target /tmp/gsite "$STAGE"/*.whl 2>&1 | tail -2
 PYTHONPATH=/tmp/site:/tmp/gsite python3 -c "import guidellm, datasets; print('guidellm', guidellm.__version__)"
