@@ -12,13 +12,14 @@ Added = the path's percentile minus direct's. Ratios printed: LiteLLM's added ov
 
 usage: python benchmarks/gateway/run.py [--levels 1,64,256] [--rounds 3] [--seconds 6] [--workers N]
        [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst] [--tokens 4,32] [--relay]
-       [--busy-poll US] [--awake]
+       [--busy-poll US] [--variant LABEL=JSON ...] [--awake]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -36,6 +37,7 @@ import numpy as np
 from servelab.core.records import RequestRecord
 from servelab.core.summary import ttft_ms
 from servelab.engines.client import ClientOptions, StreamClient
+from servelab.engines.local_server import cpu_seconds
 from servelab.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +173,22 @@ def keep_awake(cores: Cores) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", SPIN]) for c in used]
 
 
-def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[bytes]]) -> dict[str, str]:
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and all its descendants (a proxy's worker processes)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        here = todo.pop()
+        total += cpu_seconds(here) or 0.0
+        for task in Path(f"/proc/{here}/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in task.read_text().split()]
+    return total
+
+
+def start_paths(
+    args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[bytes]], owners: dict[str, int]
+) -> dict[str, str]:
+    """Start the upstream and every proxy; ``owners`` gets each proxy path's process id."""
     fixture = subprocess.Popen(cores.argv(cores.upstream, [sys.executable, str(FIXTURE)]), stdout=subprocess.PIPE)
     procs.append(fixture)
     assert fixture.stdout
@@ -182,18 +199,18 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
         argv = [sys.executable, "-c", RELAY, "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
         paths["bare TCP relay (uvloop)"] = f"http://127.0.0.1:{port}/schedule"
+        owners["bare TCP relay (uvloop)"] = procs[-1].pid
         wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
-    polls = [0, args.busy_poll] if args.busy_poll else [0]
     quiet = subprocess.DEVNULL  # a gateway's stdout and stderr (its access log: a line a request)
-    for workers, poll in itertools.product(dict.fromkeys((1, args.workers)), polls):
+    for workers, (label, server) in itertools.product(dict.fromkeys((1, args.workers)), gateway_variants(args)):
         port = free_port()
         config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
-                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]},
-                  "server": {"busy_poll_us": poll}}  # fmt: skip
+                  "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}, "server": server}  # fmt: skip
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), str(workers)]
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:workers], argv), stdout=quiet, stderr=quiet))
-        name = f"servelab gateway x{workers}" + (" busy-poll" if poll else "")
+        name = f"servelab gateway x{workers}" + (f" {label}" if label else "")
         paths[name] = f"http://127.0.0.1:{port}"
+        owners[name] = procs[-1].pid
         wait_http(paths[name] + "/healthz")
     for label, src in (c.split("=", 1) for c in args.compare):  # another servelab tree, 1 worker, same config
         port = free_port()
@@ -203,6 +220,7 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), "1"]
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv), stdout=quiet, stderr=quiet, env=env))
         paths[f"servelab gateway x1 ({label})"] = f"http://127.0.0.1:{port}"
+        owners[f"servelab gateway x1 ({label})"] = procs[-1].pid
         wait_http(f"http://127.0.0.1:{port}/healthz")
     if args.litellm != "none" and Path(args.litellm).exists():
         cfg = Path(tempfile.mkdtemp()) / "litellm.yaml"
@@ -223,10 +241,21 @@ def start_paths(args: argparse.Namespace, cores: Cores, procs: list[subprocess.P
         procs.append(subprocess.Popen(cores.argv(cores.proxy, argv), env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))  # fmt: skip
         paths[f"LiteLLM proxy x{args.workers}"] = f"http://127.0.0.1:{port}"
+        owners[f"LiteLLM proxy x{args.workers}"] = procs[-1].pid
         wait_http(paths[f"LiteLLM proxy x{args.workers}"] + "/health/liveliness")
     else:
         print(f"no LiteLLM ({args.litellm}): measuring servelab alone", flush=True)
     return paths
+
+
+def gateway_variants(args: argparse.Namespace) -> list[tuple[str, dict[str, object]]]:
+    """The gateway's configurations to measure: its defaults, then --busy-poll and each --variant."""
+    out: list[tuple[str, dict[str, object]]] = [("", {})]
+    if args.busy_poll:
+        out.append(("busy-poll", {"busy_poll_us": args.busy_poll}))
+    for label, server in (v.split("=", 1) for v in args.variant):
+        out.append((label, json.loads(server)))
+    return out
 
 
 def main() -> None:
@@ -247,6 +276,13 @@ def main() -> None:
         metavar="LABEL=SRC",
         help="also measure the gateway from another source tree (its src/ folder), 1 worker",
     )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=JSON",
+        help="also measure the gateway with these [server] fields, e.g. 'no-poll={\"first_byte_poll_ms\": 0}'",
+    )
     ap.add_argument("--relay", action="store_true", help="also measure a bare TCP relay (the floor for a proxy)")
     ap.add_argument("--awake", action="store_true", help="keep every pinned core from idling (see keep_awake)")
     args = ap.parse_args()
@@ -260,26 +296,40 @@ def main() -> None:
     try:
         if args.awake:
             procs += keep_awake(cores)
-        paths = start_paths(args, cores, procs)
+        owners: dict[str, int] = {}
+        paths = start_paths(args, cores, procs, owners)
         for url in paths.values():  # warm every path (connections, imports, first-request work)
             asyncio.run(burst(url, 64, 1))
         for level in (int(x) for x in args.levels.split(",")):
             got: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in paths}
+            cpu = dict.fromkeys(paths, 0.0)
             for r in range(args.rounds):
                 names = list(paths)
                 for name in names[r % len(names) :] + names[: r % len(names)]:
+                    spent = tree_cpu(owners[name]) if name in owners else 0.0
                     if args.mode == "burst":
                         t, i = asyncio.run(burst(paths[name], level, args.waves))
                     else:
                         t, i = asyncio.run(steady(paths[name], level, args.seconds, r, tokens))
+                    cpu[name] += (tree_cpu(owners[name]) - spent) if name in owners else 0.0
                     got[name][0].extend(t)
                     got[name][1].extend(i)
             report(got, level, args)
+            report_cpu(cpu, args)
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(timeout=30)
+
+
+def report_cpu(cpu: dict[str, float], args: argparse.Namespace) -> None:
+    """Each proxy's CPU over its measured time (its workers together), as a share of one core (steady mode)."""
+    if args.mode != "steady":
+        return
+    wall = args.rounds * args.seconds
+    shares = [f"{name} {spent / wall:.0%}" for name, spent in cpu.items() if name != "direct"]
+    print(f"proxy CPU, share of one core while measured: {', '.join(shares)}", flush=True)
 
 
 def report(got: dict[str, tuple[list[float], list[float]]], level: int, args: argparse.Namespace) -> None:

@@ -23,6 +23,7 @@ from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import Pipe, Watchdog, passed_on
 from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
+from servelab.gateway.poll import BusyPoll
 from servelab.gateway.server import Request, Response, Sent, StreamResponse
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
@@ -57,8 +58,9 @@ class _Plan:
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, store: Store | None = None) -> None:
+    def __init__(self, config: GatewayConfig, store: Store | None = None, poll: BusyPoll | None = None) -> None:
         self.config, self.metrics, self.health = config, GatewayMetrics(), Health()
+        self.poll = poll or BusyPoll(None)  # off
         self.external_error: str | None = "not checked yet"  # why the external upstream cannot be reached; None: it can
         self.store: Store = store or make_store(config)
         self.clients: dict[str, HttpClient] = {}
@@ -207,6 +209,7 @@ class Gateway:
             if route == LOCAL:
                 await self._prefill(tokens)
             pipe_for = partial(self._pipe, route, plan, bool(index)) if plan.outlet is not None else None
+            self.poll.expect()
             try:
                 data = encoded_body(raw, plan.body, route, self.config)
                 opened = await open_stream(self.clients[route], path, data, timeout[route], pipe_for)
@@ -214,6 +217,7 @@ class Gateway:
             except BeforeFirstByte as exc:
                 errors.append(f"{route}: {exc}")
             finally:
+                self.poll.arrived()
                 if route == LOCAL:
                     await self._release(tokens)
         return None, errors

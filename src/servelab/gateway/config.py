@@ -69,6 +69,12 @@ class Server(_Finite):
     max_connections: int = Field(default=10_000, ge=1)  # per worker
     max_json_depth: int = Field(default=64, ge=4, le=200)
     busy_poll_us: int = Field(default=0, ge=0, le=1_000_000)  # poll without sleeping in flight and this long after
+    # Poll from an upstream write to its first byte (at most this long) and poll_linger_us after an answer, while at
+    # most poll_max_in_flight requests are in flight in a worker. None: 50 ms and 3,000 us on a host of 8 cores or
+    # more, off below (gateway/poll.py).
+    first_byte_poll_ms: int | None = Field(default=None, ge=0, le=10_000)
+    poll_linger_us: int | None = Field(default=None, ge=0, le=1_000_000)
+    poll_max_in_flight: int = Field(default=4, ge=1, le=10_000)
     access_log: bool = True  # one JSON line per request on stderr (route, reason, status, milliseconds)
 
 

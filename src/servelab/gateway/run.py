@@ -21,6 +21,7 @@ from servelab.gateway.app import Gateway
 from servelab.gateway.checks import warn_at_start
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.endpoints import Router
+from servelab.gateway.poll import BusyPoll, PollSettings, auto_poll
 from servelab.gateway.server import ServerLimits, start_server
 from servelab.gateway.store import Store, host_store_path, reset_host_store
 
@@ -30,7 +31,17 @@ def limits(config: GatewayConfig) -> ServerLimits:
     return ServerLimits(header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
                         keepalive_s=s.keepalive_s, max_header_bytes=s.max_header_bytes, max_headers=s.max_headers,
                         max_body_bytes=config.max_body_bytes, max_connections=s.max_connections,
-                        busy_poll_s=s.busy_poll_us / 1e6, access_log=s.access_log)  # fmt: skip
+                        access_log=s.access_log)  # fmt: skip
+
+
+def poll_settings(config: GatewayConfig) -> PollSettings:
+    """The config's polling, its unset figures from :func:`auto_poll` (this host's cores)."""
+    s = config.server
+    first_ms, linger_us = auto_poll()
+    first_ms = first_ms if s.first_byte_poll_ms is None else s.first_byte_poll_ms
+    linger_us = linger_us if s.poll_linger_us is None else s.poll_linger_us
+    return PollSettings(first_byte_s=first_ms / 1e3, linger_s=linger_us / 1e6 if first_ms else 0.0,
+                        max_in_flight=s.poll_max_in_flight, busy_linger_s=s.busy_poll_us / 1e6)  # fmt: skip
 
 
 async def serve(
@@ -41,10 +52,12 @@ async def serve(
     started: asyncio.Future[tuple[Gateway, int]] | None = None,
 ) -> None:
     """Serve until cancelled."""
-    gateway = Gateway(config, store)
+    poll = BusyPoll(asyncio.get_running_loop(), poll_settings(config))
+    gateway = Gateway(config, store, poll)
     await gateway.start()
     try:
-        listener = await start_server(Router(gateway), config.host, config.port, limits(config), reuse_port=reuse_port)
+        listener = await start_server(Router(gateway), config.host, config.port, limits(config),
+                                      reuse_port=reuse_port, poll=poll)  # fmt: skip
         if started is not None:
             started.set_result((gateway, listener.port))
         await listener.serve_forever()

@@ -50,7 +50,6 @@ class ServerLimits:
     max_body_bytes: int = 16 * 2**20
     max_connections: int = 10_000
     max_pipelined: int = 8
-    busy_poll_s: float = 0.0  # 0: off; see :mod:`.poll`
     access_log: bool = False  # one line per request when its answer is over (:mod:`.access`)
 
 
@@ -365,12 +364,19 @@ class Listener:
 
 
 async def start_server(
-    handler: Handler, host: str, port: int, limits: ServerLimits, *, reuse_port: bool = False
+    handler: Handler,
+    host: str,
+    port: int,
+    limits: ServerLimits,
+    *,
+    reuse_port: bool = False,
+    poll: BusyPoll | None = None,
 ) -> Listener:
-    """Listen and serve ``handler``; ``reuse_port`` lets several worker processes share one port."""
+    """Listen and serve ``handler``; ``reuse_port`` lets several worker processes share one port; ``poll`` is
+    told of every request in and answered (:mod:`.poll`)."""
     loop = asyncio.get_running_loop()
     live: set[Connection] = set()
-    poll = BusyPoll(loop, limits.busy_poll_s)
+    poll = poll or BusyPoll(loop)
     server = await loop.create_server(lambda: Connection(handler, limits, live, poll), host, port,
                                       reuse_port=reuse_port or None, backlog=4096)  # fmt: skip
     return Listener(server, live, limits)
