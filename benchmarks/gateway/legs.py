@@ -1,6 +1,7 @@
 """Where a proxy's added TTFT goes, leg by leg: one stream, requests spaced apart (each path's process has gone
 to sleep before its next request: the case of a voice turn, not of a closed loop), paths interleaved request by
-request so that a drifting machine moves them all alike.
+request so that a drifting machine moves them all alike; or, with ``--blocks N``, each path's requests back to
+back (``--gap-ms`` apart) in N blocks, the paths taking turns (a closed loop).
 
 The upstream stamps the moment it has read the whole request and the moment it writes the first chunk (both
 ``perf_counter_ns``, one clock for every process of the host), 20 ms apart. So for each request:
@@ -8,7 +9,7 @@ The upstream stamps the moment it has read the whole request and the moment it w
 Direct is the client to the upstream; every other path adds its own legs. Printed: medians per path, and what
 each adds to direct's, leg by leg.
 
-usage: python benchmarks/gateway/legs.py [--requests 300] [--gap-ms 5] [--relay]
+usage: python benchmarks/gateway/legs.py [--requests 300] [--gap-ms 5] [--relay] [--blocks N]
        [--variant LABEL=JSON ...]   (a servelab gateway, 1 worker, with [server] fields from JSON; default: one
                                      with the config's defaults)
 """
@@ -133,6 +134,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--gap-ms", type=float, default=5.0, help="pause after each request (every path's)")
     ap.add_argument("--relay", action="store_true")
+    ap.add_argument("--blocks", type=int, default=0, help="each path's requests in this many blocks, not one by one")
     ap.add_argument("--variant", action="append", metavar="LABEL=JSON")
     args = ap.parse_args()
     cores = Cores(len(variants(args)) + args.relay)
@@ -145,10 +147,17 @@ def main() -> None:
         for path in paths:
             for _ in range(20):
                 path.one()
-        for _ in range(args.requests):
-            for path in paths:
-                path.legs.append(path.one())
-                time.sleep(args.gap_ms / 1e3)
+        if args.blocks:  # each path's requests back to back in blocks (a closed loop), the paths taking turns
+            for _ in range(args.blocks):
+                for path in paths:
+                    for _ in range(args.requests // args.blocks):
+                        path.legs.append(path.one())
+                        time.sleep(args.gap_ms / 1e3)
+        else:
+            for _ in range(args.requests):
+                for path in paths:
+                    path.legs.append(path.one())
+                    time.sleep(args.gap_ms / 1e3)
     finally:
         for p in procs:
             p.terminate()

@@ -18,7 +18,7 @@ from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
-from servelab.gateway.estimate import Estimate, estimate
+from servelab.gateway.estimate import BYTES_PER_TOKEN, Estimate, estimate
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import Pipe, Watchdog, passed_on
@@ -138,6 +138,19 @@ class Gateway:
         return token_count(status, orjson.loads(data) if status == 200 else None)
 
     # ---- requests --------------------------------------------------------------------------------------
+    def rehearse(self, request: Request, body: dict[str, Any]) -> bytes:
+        """The request path up to the upstream write with no effect (no store write, metric or I/O): the key
+        check, the estimate by size, the policy on the health as it is, the upstream request's bytes
+        (:mod:`.warm`)."""
+        self.client_denied(request)
+        policy = self.config.policy
+        tokens = int(len(request.body) / BYTES_PER_TOKEN)
+        facts = Facts(prompt_tokens=tokens, maintenance=False, local_healthy=self.health.healthy, realtime=False,
+                      local_prefill_tokens=0)  # fmt: skip
+        self.routes(decide(facts, policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens))
+        data = encoded_body(request.body, body, LOCAL, self.config)
+        return self.clients[LOCAL].request_bytes("POST", PATHS[request.path], data) if LOCAL in self.clients else data
+
     def client_denied(self, request: Request) -> Response | None:
         if self.config.keys.clients and not key_in(request, self.config.keys.clients):
             return error(401, "missing or unknown API key", "authentication_error")

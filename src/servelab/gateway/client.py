@@ -219,7 +219,7 @@ class HttpClient:
     async def request(self, method: str, path: str, body: bytes | None = None, root: bool = False) -> UpstreamResponse:
         """Send and wait for the response head (the caller bounds the wait). ``path`` is under the upstream's
         base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize)."""
-        data = self._encode(method, (self.base.removesuffix("/v1") if root else self.base) + path, body)
+        data = self.request_bytes(method, path, body, root)
         for attempt in range(2):
             conn = await self._get()
             conn._reset()
@@ -237,6 +237,10 @@ class HttpClient:
                 raise
             return UpstreamResponse(conn, self)
         raise AssertionError("unreachable")
+
+    def request_bytes(self, method: str, path: str, body: bytes | None = None, root: bool = False) -> bytes:
+        """What :meth:`request` sends (see there for ``path`` and ``root``)."""
+        return self._encode(method, (self.base.removesuffix("/v1") if root else self.base) + path, body)
 
     def _encode(self, method: str, target: str, body: bytes | None) -> bytes:
         head = f"{method} {target} HTTP/1.1\r\n".encode("latin-1") + self._fixed

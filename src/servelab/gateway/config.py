@@ -75,6 +75,7 @@ class Server(_Finite):
     first_byte_poll_ms: int | None = Field(default=None, ge=0, le=10_000)
     poll_linger_us: int | None = Field(default=None, ge=0, le=1_000_000)
     poll_max_in_flight: int = Field(default=4, ge=1, le=10_000)
+    warm_on_linger: bool = True  # while polling after an answer, rehearse the request path once (gateway/warm.py)
     access_log: bool = True  # one JSON line per request on stderr (route, reason, status, milliseconds)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SPARE_CORES = 8  # a host with fewer cores has none to spin: polling would take them from the engine and clients
@@ -44,10 +45,17 @@ def auto_poll(cores: int | None = None) -> tuple[int, int]:
 
 
 class BusyPoll:
-    def __init__(self, loop: asyncio.AbstractEventLoop | None, settings: PollSettings | None = None) -> None:
-        """``loop`` may be None for a poller that is off (it never reads the loop)."""
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop | None,
+        settings: PollSettings | None = None,
+        on_linger: Callable[[], None] | None = None,
+    ) -> None:
+        """``loop`` may be None for a poller that is off (it never reads the loop); ``on_linger`` runs (on the
+        loop's next turn) when a linger begins: a rehearsal that warms the request path (:mod:`.warm`)."""
         self.settings = settings or PollSettings()
         self._loop = loop
+        self.on_linger = on_linger
         self.busy = 0  # requests in flight in this worker
         self.awaiting = 0  # of them, waiting for an upstream's first byte
         self.until = 0.0  # linger: poll until then
@@ -78,6 +86,8 @@ class BusyPoll:
         if linger > 0:
             self.until = max(self.until, self.loop.time() + linger)
             self._start()
+            if self.on_linger is not None:
+                self.loop.call_soon(self.on_linger)
 
     def expect(self) -> None:
         """A request is about to go upstream: poll until :meth:`arrived` (at most ``first_byte_s``)."""

@@ -24,6 +24,7 @@ from servelab.gateway.endpoints import Router
 from servelab.gateway.poll import BusyPoll, PollSettings, auto_poll
 from servelab.gateway.server import ServerLimits, start_server
 from servelab.gateway.store import Store, host_store_path, reset_host_store
+from servelab.gateway.warm import Rehearsal
 
 
 def limits(config: GatewayConfig) -> ServerLimits:
@@ -54,6 +55,8 @@ async def serve(
     """Serve until cancelled."""
     poll = BusyPoll(asyncio.get_running_loop(), poll_settings(config))
     gateway = Gateway(config, store, poll)
+    if poll.enabled and config.server.warm_on_linger:
+        poll.on_linger = Rehearsal(limits(config), config.server.max_json_depth, gateway.rehearse)
     await gateway.start()
     try:
         listener = await start_server(Router(gateway), config.host, config.port, limits(config),

@@ -148,3 +148,53 @@ def test_the_gateway_polls_while_its_upstream_is_silent_and_stops_at_the_bound()
     assert during == (True, 1)
     assert after == (False, 1, False)  # past the bound: asleep, the request still waiting on its upstream
     assert status == 503  # no first byte within read_timeout_s, nowhere to fail over
+
+
+def test_a_linger_runs_the_rehearsal_once_on_the_next_turn() -> None:
+    async def scenario() -> list[int]:
+        calls: list[int] = []
+        poll = BusyPoll(asyncio.get_running_loop(), PollSettings(first_byte_s=0.5, linger_s=0.05),
+                        on_linger=lambda: calls.append(1))  # fmt: skip
+        poll.hold()
+        poll.expect()
+        poll.arrived()
+        seen = [len(calls)]
+        poll.release()
+        seen.append(len(calls))  # not inside the answer's own callback
+        await asyncio.sleep(0)
+        seen.append(len(calls))
+        await asyncio.sleep(0.1)
+        return [*seen, len(calls)]
+
+    assert asyncio.run(scenario()) == [0, 0, 1, 1]
+
+
+def test_the_rehearsal_has_no_effect_beyond_the_caches() -> None:
+    """Against a hostile upstream FIXTURE that counts what reaches it: rehearsals send nothing upstream, charge
+    no prefill budget and move no metric; what they encode is what the canned request would have sent."""
+    from servelab.gateway.app import Gateway
+    from servelab.gateway.run import limits
+    from servelab.gateway.warm import Rehearsal
+
+    with hostile_upstream() as up:
+        config = GatewayConfig(port=0, local=Upstream(url=url(up, "ok"), health_path="/v1/models"),
+                               policy=Policy(health_interval_s=30), keys=Keys(clients=["k"]))  # fmt: skip
+
+        async def scenario() -> tuple[bytes, int, bytes, bytes]:
+            gateway = Gateway(config)
+            await gateway.start()
+            try:
+                before = gateway.metrics.exposition()
+                rehearse = Rehearsal(limits(config), 64, gateway.rehearse)
+                for _ in range(3):
+                    rehearse()
+                wire = gateway.rehearse(rehearse.parse(), {"stream": True})
+                return wire, await gateway.store.prefill(), before, gateway.metrics.exposition()
+            finally:
+                await gateway.stop()
+
+        wire, prefill, before, after = asyncio.run(scenario())
+        posts = up.seen["ok"]
+    assert posts == 0  # nothing was sent upstream (its health check is a GET)
+    assert prefill == 0 and before == after
+    assert wire.startswith(b"POST /ok/v1/chat/completions HTTP/1.1\r\n") and b'"include_usage":true' in wire
