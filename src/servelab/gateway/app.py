@@ -18,7 +18,7 @@ from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
-from servelab.gateway.estimate import BYTES_PER_TOKEN, Estimate, estimate
+from servelab.gateway.estimate import BYTES_PER_TOKEN, Estimate, by_size, estimate
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import Pipe, Watchdog, passed_on
@@ -164,8 +164,9 @@ class Gateway:
         except BadBody as exc:
             return error(400, str(exc), "invalid_request_error")
         policy = self.config.policy
-        est = await estimate(body, policy.prefill_threshold_tokens, policy.exact_band, self.exact_tokens,
-                             raw_bytes=len(request.body))  # fmt: skip
+        est = by_size(len(request.body), policy.prefill_threshold_tokens, policy.exact_band) or await estimate(
+            body, policy.prefill_threshold_tokens, policy.exact_band, self.exact_tokens
+        )
         decision = decide(
             await self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
         )
@@ -179,10 +180,7 @@ class Gateway:
             return await self._answer(await opening, plan)
         # A stream whose upstream stays silent past keepalive_s (a long prefill) starts now with keep-alive
         # comments; the wait itself is this task's, so a client that leaves cancels the upstream request.
-        headers = self._headers(decision.route, plan, failed_over=False)
-        timer = asyncio.get_running_loop().call_later(
-            policy.keepalive_s, outlet.start, 200, headers, "text/event-stream", KEEPALIVE, policy.keepalive_s
-        )
+        timer = asyncio.get_running_loop().call_later(policy.keepalive_s, self._keepalive, outlet, plan)
         try:
             got = await opening
         finally:
@@ -191,6 +189,12 @@ class Gateway:
         if outlet.started and (got[0] is None or got[0].opened.pipe is None):
             return StreamResponse(200, self._after_keepalive(got, decision))
         return await self._answer(got, plan)
+
+    def _keepalive(self, outlet: Outlet, plan: _Plan) -> None:
+        """The upstream is still silent: the stream starts with keep-alive comments (its head built now)."""
+        every = self.config.policy.keepalive_s
+        outlet.start(200, self._headers(plan.decision.route, plan, failed_over=False), "text/event-stream",
+                     KEEPALIVE, every)  # fmt: skip
 
     async def _answer(self, got: tuple[Attempt | None, list[str]], plan: _Plan) -> Response | Sent:
         attempt, errors = got

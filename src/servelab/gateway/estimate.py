@@ -39,6 +39,14 @@ def prompt_text(body: dict[str, Any]) -> str:
     return prompt if isinstance(prompt, str) else orjson.dumps(prompt).decode()
 
 
+def by_size(raw_bytes: int, threshold: int, band: float) -> Estimate | None:
+    """When even the whole body's size, as tokens, is well under the threshold: that upper bound (method
+    "bytes"), without looking into the body; else None."""
+    if raw_bytes / BYTES_PER_TOKEN < (1 - band) * threshold:
+        return Estimate(int(raw_bytes / BYTES_PER_TOKEN), "bytes")
+    return None
+
+
 async def estimate(
     body: dict[str, Any],
     threshold: int,
@@ -46,10 +54,9 @@ async def estimate(
     exact: Callable[[dict[str, Any]], Awaitable[int | None]],
     raw_bytes: int | None = None,
 ) -> Estimate:
-    """``raw_bytes`` (the body's size): when even that, as tokens, is well under the threshold, the answer comes
-    without looking into the body (an upper bound, method "bytes")."""
-    if raw_bytes is not None and raw_bytes / BYTES_PER_TOKEN < (1 - band) * threshold:
-        return Estimate(int(raw_bytes / BYTES_PER_TOKEN), "bytes")
+    """``raw_bytes`` (the body's size): see :func:`by_size`."""
+    if raw_bytes is not None and (sized := by_size(raw_bytes, threshold, band)) is not None:
+        return sized
     rough = int(len(prompt_text(body).encode()) / BYTES_PER_TOKEN)
     if abs(rough - threshold) > band * threshold:
         return Estimate(rough, "bytes")

@@ -185,6 +185,7 @@ class Connection(asyncio.Protocol):
         self.url = b""
         self.head_bytes = 0
         self.fields: list[tuple[bytes, bytes]] = []
+        self.headers: dict[bytes, bytes] = {}  # the fields by lower-case name, once the head is complete
         self.body: list[bytes] = []
         self.body_bytes = 0
 
@@ -212,7 +213,7 @@ class Connection(asyncio.Protocol):
         names = [n for n, _ in self.fields]
         if (b"transfer-encoding" in names and b"content-length" in names) or names.count(b"content-length") > 1:
             raise _Refuse(400, "ambiguous request framing (Content-Length with Transfer-Encoding, or twice)")
-        fields = dict(self.fields)
+        fields = self.headers = dict(self.fields)
         declared = fields.get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
             raise _Refuse(413, f"request body over {self.limits.max_body_bytes} bytes")
@@ -230,7 +231,7 @@ class Connection(asyncio.Protocol):
         parsed = httptools.parse_url(self.url)
         method = self.parser.get_method().decode("ascii", errors="replace")
         keep = self.parser.should_keep_alive()
-        request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", dict(self.fields),
+        request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", self.headers,
                           b"".join(self.body), keep, self.parser.get_http_version() == "1.0")  # fmt: skip
         request.outlet = Outlet(self, request.http10)
         self.queue.append(request)
