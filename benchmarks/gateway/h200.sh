@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the H200 host (no network): servelab's and LiteLLM's wheels from .whl-a and .whl-b (carried), then the gateway
-# benchmarks whose raw output docs/gateway-bench.md quotes, into OUT: legs at one stream (requests 5 ms apart and
-# back to back), the one-stream A/B of the polling settings beside a bare relay, and 1/64/256 streams beside LiteLLM.
+# benchmarks whose raw output docs/gateway-bench.md quotes, into OUT: legs at one stream (requests apart, and back to
+# back in blocks), the one-stream A/B of the polling settings beside a bare relay, and 1/64/256 streams beside LiteLLM.
 # usage: bash benchmarks/gateway/h200.sh OUT
 set -uo pipefail
 OUT=${1:?out dir}; mkdir -p "$OUT"
@@ -11,11 +11,10 @@ printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"litellm\\"; fro
   >/tmp/litellm-run && chmod +x /tmp/litellm-run
 git log --oneline -1 >"$OUT/commit.txt" 2>/dev/null
 G='python3 benchmarks/gateway'
-for gap in 5 0; do
-  $G/legs.py --requests 300 --gap-ms $gap --relay --variant 'default={}' --variant 'no poll={"first_byte_poll_ms":0}' \
-    2>&1 | tee "$OUT/legs-gap$gap.txt"
-done
+V=(--variant 'default={}' --variant 'no warm={"warm_on_linger":false}' --variant 'no poll={"first_byte_poll_ms":0}')
+$G/legs.py --requests 300 --gap-ms 5 --relay "${V[@]}" 2>&1 | tee "$OUT/legs-apart.txt"
+$G/legs.py --requests 600 --blocks 12 --gap-ms 0 --relay "${V[@]}" 2>&1 | tee "$OUT/legs-closed-loop.txt"
 $G/run.py --levels 1 --rounds 4 --seconds 4 --workers 1 --litellm none --tokens 1,3 --relay \
-  --variant 'no-poll={"first_byte_poll_ms":0}' --variant 'linger-1ms={"poll_linger_us":1000}' \
+  --variant 'no-poll={"first_byte_poll_ms":0}' --variant 'no-warm={"warm_on_linger":false}' \
   --variant 'busy-poll={"busy_poll_us":3000}' 2>&1 | tee "$OUT/one-stream.txt"
-$G/run.py --levels 1,64,256 --rounds 2 --seconds 4 --workers 4 --litellm /tmp/litellm-run 2>&1 | tee "$OUT/levels.txt"
+$G/run.py --levels 1,64,256 --rounds 3 --seconds 4 --workers 4 --litellm /tmp/litellm-run 2>&1 | tee "$OUT/levels.txt"
