@@ -77,6 +77,7 @@ class Server(_Finite):
     poll_max_in_flight: int = Field(default=4, ge=1, le=10_000)
     warm_on_linger: bool = True  # while polling after an answer, rehearse the request path once (gateway/warm.py)
     access_log: bool = True  # one JSON line per request on stderr (route, reason, status, milliseconds)
+    log_queue_lines: int = Field(default=10_000, ge=1, le=10_000_000)  # held while stderr is not read, then dropped
 
 
 class State(BaseModel):

@@ -115,7 +115,7 @@ def default_workers() -> int:
 
 def run(config: GatewayConfig, workers: int = 1) -> None:
     """Serve in the foreground until SIGINT or SIGTERM: the access log and start-up warnings on stderr."""
-    log_to_stderr()
+    log_to_stderr(config.server.log_queue_lines)
     warn_at_start(config)
     if workers <= 1:
         loop = _new_loop()
@@ -168,7 +168,7 @@ def _run_workers(config: GatewayConfig, workers: int) -> None:
 
 def _worker(config_json: str) -> None:
     config = GatewayConfig.model_validate_json(config_json)
-    log_to_stderr()  # a process of its own: its access log too
+    log_to_stderr(config.server.log_queue_lines)  # a process of its own: its access log too
     loop = _new_loop()
     try:
         loop.run_until_complete(_until_signal(loop, serve(config, reuse_port=True)))

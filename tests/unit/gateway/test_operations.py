@@ -16,7 +16,7 @@ import pytest
 from servelab.gateway import GatewayConfig, Router, running
 from servelab.gateway.app import Gateway
 from servelab.gateway.checks import startup_warnings
-from servelab.gateway.config import Keys, Policy, Upstream
+from servelab.gateway.config import Keys, Policy, Server, Upstream
 from servelab.gateway.server import Request, Response
 from servelab.testing import free_port
 
@@ -118,3 +118,40 @@ def test_start_up_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert any("local upstream cannot be reached" in w for w in said)
     assert any("external upstream cannot be reached" in w for w in said)
     assert any("SERVELAB_TEST_NO_SUCH_KEY is not set" in w for w in said)
+
+
+SERVE = """
+import sys
+from servelab.gateway import GatewayConfig, run
+run(GatewayConfig.model_validate_json(sys.argv[1]))
+"""
+
+
+def test_a_stderr_nobody_reads_does_not_stall_the_gateway() -> None:
+    """The gateway as its own process with stderr a pipe that is not read (a stalled log collector): 3,000
+    answered requests are ~600 KB of access log, ten times what the pipe holds (the gateway used to stop
+    answering after ~300 of them). Every one is answered; past the 200 lines it holds it drops lines, and says
+    so when the pipe is read again."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    config = _config().model_copy(update={"port": port, "server": Server(log_queue_lines=200)})
+    gateway = subprocess.Popen([sys.executable, "-c", SERVE, config.model_dump_json()], stderr=subprocess.PIPE)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    http.get("/healthz")
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, "the gateway did not start"
+                    time.sleep(0.1)
+            statuses = [http.get(f"/no/such/path/{'x' * 100}/{i}").status_code for i in range(3000)]
+            alive = http.get("/healthz").status_code
+    finally:
+        gateway.terminate()
+        said = gateway.communicate(timeout=30)[1].decode()
+    assert statuses == [404] * 3000 and alive == 200
+    assert "log lines dropped (stderr was not read)" in said
