@@ -19,6 +19,12 @@ from urllib.parse import urlsplit
 import httptools
 
 HIGH_WATER = 1 << 20  # buffered body bytes before the upstream socket is paused
+MAX_HEAD_BYTES = 64 * 1024  # an upstream's response head (status line and fields) may be at most this
+MAX_HEAD_FIELDS = 256
+
+
+class _HeadTooLarge(Exception):
+    pass
 
 
 class UpstreamError(Exception):
@@ -51,6 +57,8 @@ class _Conn(asyncio.Protocol):
     def _reset(self) -> None:
         self.head: asyncio.Future[None] = self.loop.create_future()
         self.fields: list[tuple[bytes, bytes]] = []
+        self.field_bytes = 0  # the head's field names and values so far
+        self.head_bytes = 0  # bytes read before the head was complete
         self.pieces: deque[bytes] = deque()
         self.buffered = 0
         self.waiter: asyncio.Future[None] | None = None
@@ -75,16 +83,25 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.got_bytes = True
+        if not self.head.done():
+            self.head_bytes += len(data)
         try:
+            if self.head_bytes > MAX_HEAD_BYTES + HIGH_WATER:  # a head that never ends, past any body bytes
+                raise _HeadTooLarge
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self.error = UpstreamError(f"malformed response from upstream: {exc}", not self.head.done())
+        except (httptools.HttpParserError, _HeadTooLarge) as exc:
+            big = isinstance(exc, _HeadTooLarge) or isinstance(exc.__context__, _HeadTooLarge)
+            why = f"response head over {MAX_HEAD_BYTES} bytes or {MAX_HEAD_FIELDS} fields" if big else str(exc)
+            self.error = UpstreamError(f"malformed response from upstream: {why}", not self.head.done())
             self._wake()
             self.abort()
 
     # parser callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
         self.fields.append((name.lower(), value))
+        self.field_bytes += len(name) + len(value)
+        if self.field_bytes > MAX_HEAD_BYTES or len(self.fields) > MAX_HEAD_FIELDS:
+            raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
         if not self.head.done():

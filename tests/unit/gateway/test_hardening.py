@@ -166,6 +166,19 @@ def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpst
     assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend", reply.text
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_upstream_head_that_never_ends_is_cut_off(upstream: HostileUpstream, stream: bool) -> None:
+    """A hostile upstream FIXTURE that answers 200 and then header lines without end (64 MiB if taken): the
+    gateway stops reading at its head limit and answers 503 with why, well before the read timeout, holding no
+    more than the limit; the next request is served."""
+    before = upstream.seen["headflood_bytes"]
+    with running(config(url(upstream, "headflood"))) as (base, _):
+        reply = httpx.post(f"{base}/v1/chat/completions", json={**CHAT, "stream": stream}, headers=AUTH, timeout=20)
+    taken = upstream.seen["headflood_bytes"] - before
+    assert reply.status_code == 503 and "response head over" in reply.json()["error"]["message"], reply.text
+    assert taken < 16 * 2**20  # what the upstream got written before the gateway let go (socket buffers included)
+
+
 def test_slowloris_connections_are_cut_off(upstream: HostileUpstream) -> None:
     with running(config(url(upstream, "ok"), header_timeout_s=1.5)) as (base, _):
         port = int(base.rsplit(":", 1)[1])
