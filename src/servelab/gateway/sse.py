@@ -8,6 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 
+MAX_EVENT_BYTES = 1 << 20  # a partial event held back longer than this is passed on unread (a stream that never
+# ends an event would otherwise grow the buffer, and its re-scans, without bound)
+
+
 class EventRelay:
     def __init__(self, keep_usage_chunk: bool, on_usage: Callable[[dict[str, Any]], None]) -> None:
         self.keep_usage_chunk, self.on_usage = keep_usage_chunk, on_usage
@@ -20,7 +24,10 @@ class EventRelay:
             return data
         self._buffer += data.replace(b"\r\n", b"\n")
         *events, self._buffer = self._buffer.split(b"\n\n")
-        return b"".join(out + b"\n\n" for event in events if (out := self._event(event)) is not None)
+        out = b"".join(kept + b"\n\n" for event in events if (kept := self._event(event)) is not None)
+        if len(self._buffer) > MAX_EVENT_BYTES:
+            out, self._buffer = out + self._buffer, b""
+        return out
 
     def flush(self) -> bytes:
         rest, self._buffer = self._buffer, b""

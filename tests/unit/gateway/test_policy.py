@@ -151,3 +151,22 @@ def test_the_bytes_sent_upstream_say_what_the_rewritten_body_says(raw: bytes) ->
     body = parse_body(raw, 64)
     for route in ("local", "external"):
         assert json.loads(encoded_body(raw, body, route, config)) == upstream_body(body, route, config)
+
+
+def test_an_event_that_never_ends_is_passed_on_not_held() -> None:
+    """An upstream that streams without ever ending an event (10 MiB with no blank line): every byte goes on to
+    the client, the relay never holds more than MAX_EVENT_BYTES; events after it are read as before."""
+    from servelab.gateway.sse import MAX_EVENT_BYTES
+
+    seen: list[dict[str, int]] = []
+    relay = EventRelay(False, seen.append)
+    endless = b"data: " + b"x" * (10 * 2**20)
+    out, held = [], 0
+    for at in range(0, len(endless), 65536):
+        out.append(relay.feed(endless[at : at + 65536]))
+        held = max(held, len(relay._buffer))
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":3}}\n\n'
+    out.append(relay.feed(b"\n\n" + usage))
+    assert held <= MAX_EVENT_BYTES
+    assert b"".join(out) + relay.flush() == endless + b"\n\n"  # every byte on, the usage-only chunk dropped
+    assert seen == [{"prompt_tokens": 3}]
