@@ -58,6 +58,7 @@ class _Conn(asyncio.Protocol):
         self.head: asyncio.Future[None] = self.loop.create_future()
         self.fields: list[tuple[bytes, bytes]] = []
         self.field_bytes = 0  # the head's field names and values so far
+        self.interim = False  # the message being read is an interim (1xx) answer
         self.head_bytes = 0  # bytes read before the head was complete
         self.pieces: deque[bytes] = deque()
         self.buffered = 0
@@ -104,6 +105,9 @@ class _Conn(asyncio.Protocol):
             raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
+        if 100 <= self.parser.get_status_code() < 200:  # an interim answer (100 Continue, 103 Early Hints): skipped
+            self.interim, self.fields, self.field_bytes = True, [], 0
+            return
         if not self.head.done():
             self.head.set_result(None)
 
@@ -120,6 +124,9 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(None)
 
     def on_message_complete(self) -> None:
+        if self.interim:  # the answer itself follows on the same connection
+            self.interim = False
+            return
         self.done, self.keep = True, self.parser.should_keep_alive()
         self._wake()
         if self.sink is not None:

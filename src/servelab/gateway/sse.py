@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-
 MAX_EVENT_BYTES = 1 << 20  # a partial event held back longer than this is passed on unread (a stream that never
 # ends an event would otherwise grow the buffer, and its re-scans, without bound)
 

@@ -179,6 +179,17 @@ def test_an_upstream_head_that_never_ends_is_cut_off(upstream: HostileUpstream, 
     assert taken < 16 * 2**20  # what the upstream got written before the gateway let go (socket buffers included)
 
 
+def test_interim_answers_before_the_upstreams_own_are_skipped(upstream: HostileUpstream) -> None:
+    """A hostile upstream FIXTURE that sends 100 Continue and 103 Early Hints before each answer (a CDN in front
+    of an API does): streams and whole answers come through, and the pooled connection serves the next ones."""
+    with running(config(url(upstream, "interim"))) as (base, _), httpx.Client(base_url=base, timeout=10) as http:
+        replies = [http.post("/v1/chat/completions", json={**CHAT, "stream": i % 2 == 0}, headers=AUTH)
+                   for i in range(6)]  # fmt: skip
+    assert [r.status_code for r in replies] == [200] * 6, [r.text[:200] for r in replies]
+    assert all(r.text.rstrip().endswith("data: [DONE]") for r in replies[::2])
+    assert all("link" not in r.headers for r in replies)
+
+
 def test_slowloris_connections_are_cut_off(upstream: HostileUpstream) -> None:
     with running(config(url(upstream, "ok"), header_timeout_s=1.5)) as (base, _):
         port = int(base.rsplit(":", 1)[1])
