@@ -52,6 +52,7 @@ class _Conn(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.reused = False
+        self.aborted = False  # closed by this side (so a close does not end a body framed by the close)
         self._reset()
 
     def _reset(self) -> None:
@@ -59,6 +60,7 @@ class _Conn(asyncio.Protocol):
         self.fields: list[tuple[bytes, bytes]] = []
         self.field_bytes = 0  # the head's field names and values so far
         self.interim = False  # the message being read is an interim (1xx) answer
+        self.until_close = False  # its body has no length and no chunks: the connection's close ends it
         self.head_bytes = 0  # bytes read before the head was complete
         self.pieces: deque[bytes] = deque()
         self.buffered = 0
@@ -75,7 +77,10 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self.done:
+        if not self.done and self.until_close and exc is None and self.head.done() and not self.aborted:
+            self.on_message_complete()  # a body framed by the close: it ended, nothing broke
+            self.keep = False
+        elif not self.done:
             before = not self.head.done()
             self.error = UpstreamError(f"upstream closed the connection{f': {exc}' if exc else ''}", before)
             self._wake()
@@ -105,9 +110,13 @@ class _Conn(asyncio.Protocol):
             raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
-        if 100 <= self.parser.get_status_code() < 200:  # an interim answer (100 Continue, 103 Early Hints): skipped
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): skipped
             self.interim, self.fields, self.field_bytes = True, [], 0
             return
+        names = {name for name, _ in self.fields}
+        chunked = any(n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in self.fields)
+        self.until_close = b"content-length" not in names and not chunked and status not in (204, 304)
         if not self.head.done():
             self.head.set_result(None)
 
@@ -142,7 +151,7 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(None)
 
     def abort(self) -> None:
-        self.closed = True
+        self.closed = self.aborted = True
         if self.transport:
             self.transport.close()
 

@@ -190,6 +190,17 @@ def test_interim_answers_before_the_upstreams_own_are_skipped(upstream: HostileU
     assert all("link" not in r.headers for r in replies)
 
 
+def test_a_body_ended_by_the_upstreams_close_is_a_whole_answer(upstream: HostileUpstream) -> None:
+    """A FIXTURE upstream that frames its body by closing the connection (no length, no chunks: HTTP/1.0 style):
+    the close is the answer's end, not a failure (it used to be an upstream_disconnect event or a 502)."""
+    with running(config(url(upstream, "untilclose"))) as (base, _), httpx.Client(base_url=base, timeout=10) as http:
+        streamed = http.post("/v1/chat/completions", json=CHAT, headers=AUTH)
+        whole = http.post("/v1/chat/completions", json={**CHAT, "stream": False}, headers=AUTH)
+    assert streamed.status_code == 200 and streamed.text.rstrip().endswith("data: [DONE]")
+    assert "upstream_disconnect" not in streamed.text
+    assert whole.status_code == 200 and whole.text.rstrip().endswith("data: [DONE]")
+
+
 def test_slowloris_connections_are_cut_off(upstream: HostileUpstream) -> None:
     with running(config(url(upstream, "ok"), header_timeout_s=1.5)) as (base, _):
         port = int(base.rsplit(":", 1)[1])
