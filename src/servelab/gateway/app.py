@@ -18,7 +18,7 @@ from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
-from servelab.gateway.estimate import BYTES_PER_TOKEN, Estimate, by_size, estimate
+from servelab.gateway.estimate import Estimate, by_size, estimate
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import Pipe, Watchdog, passed_on
@@ -144,9 +144,9 @@ class Gateway:
         (:mod:`.warm`)."""
         self.client_denied(request)
         policy = self.config.policy
-        tokens = int(len(request.body) / BYTES_PER_TOKEN)
-        facts = Facts(prompt_tokens=tokens, maintenance=False, local_healthy=self.health.healthy, realtime=False,
-                      local_prefill_tokens=0)  # fmt: skip
+        sized = by_size(len(request.body), policy.prefill_threshold_tokens, policy.exact_band)
+        facts = Facts(prompt_tokens=sized.tokens if sized else 0, maintenance=False,
+                      local_healthy=self.health.healthy, realtime=False, local_prefill_tokens=0)  # fmt: skip
         self.routes(decide(facts, policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens))
         data = encoded_body(request.body, body, LOCAL, self.config)
         return self.clients[LOCAL].request_bytes("POST", PATHS[request.path], data) if LOCAL in self.clients else data

@@ -52,11 +52,9 @@ async def estimate(
     threshold: int,
     band: float,
     exact: Callable[[dict[str, Any]], Awaitable[int | None]],
-    raw_bytes: int | None = None,
 ) -> Estimate:
-    """``raw_bytes`` (the body's size): see :func:`by_size`."""
-    if raw_bytes is not None and (sized := by_size(raw_bytes, threshold, band)) is not None:
-        return sized
+    """From the prompt's text by bytes far from the threshold, ``exact`` near it (call :func:`by_size` first: a
+    body far under the threshold needs neither)."""
     rough = int(len(prompt_text(body).encode()) / BYTES_PER_TOKEN)
     if abs(rough - threshold) > band * threshold:
         return Estimate(rough, "bytes")
