@@ -11,7 +11,8 @@ printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"litellm\\"; fro
   >/tmp/litellm-run && chmod +x /tmp/litellm-run
 git log --oneline -1 >"$OUT/commit.txt" 2>/dev/null
 G='python3 benchmarks/gateway'
-V=(--variant 'default={}' --variant 'no warm={"warm_on_linger":false}' --variant 'no poll={"first_byte_poll_ms":0}')
+V=(--variant 'default={}' --variant 'no warm={"warm_on_linger":false}' --variant 'no poll={"first_byte_poll_ms":0}'
+   --variant 'busy poll={"busy_poll_us":3000}')
 $G/legs.py --requests 300 --gap-ms 5 --relay "${V[@]}" 2>&1 | tee "$OUT/legs-apart.txt"
 $G/legs.py --requests 600 --blocks 12 --gap-ms 0 --relay "${V[@]}" 2>&1 | tee "$OUT/legs-closed-loop.txt"
 $G/run.py --levels 1 --rounds 4 --seconds 4 --workers 1 --litellm none --tokens 1,3 --relay \

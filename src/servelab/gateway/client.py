@@ -44,6 +44,10 @@ class Sink(Protocol):
 
     def failed(self, error: UpstreamError) -> None: ...
 
+    def hold(self) -> None: ...  # a read begins: what it brings may be written out at once, at its end
+
+    def flush(self) -> None: ...
+
 
 class _Conn(asyncio.Protocol):
     def __init__(self) -> None:
@@ -91,6 +95,16 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = True
         if not self.head.done():
             self.head_bytes += len(data)
+        sink = self.sink
+        if sink is None:
+            return self._feed(data)
+        sink.hold()
+        try:
+            self._feed(data)
+        finally:
+            sink.flush()
+
+    def _feed(self, data: bytes) -> None:
         try:
             if self.head_bytes > MAX_HEAD_BYTES + HIGH_WATER:  # a head that never ends, past any body bytes
                 raise _HeadTooLarge

@@ -33,6 +33,7 @@ class Outlet:
         self._ticker: asyncio.TimerHandle | None = None
         self.status: int | None = None  # the head's, once prepared or sent (what the access log says)
         self.headers: list[tuple[str, str]] = []
+        self._held: list[bytes] | None = None  # writes kept while an upstream read is being relayed
 
     @property
     def closed(self) -> bool:
@@ -61,7 +62,7 @@ class Outlet:
             data = self._frame(piece)
             if self._head is not None:
                 data, self._head, self.started = self._head + data, None, True
-            transport.write(data)
+            self._write(transport, data)
         return True
 
     def end(self) -> None:
@@ -70,8 +71,28 @@ class Outlet:
         transport = self.line.transport
         if self.ended or self.line.closed or transport is None:
             return
-        transport.write((self._head or b"") + (b"" if self.http10 else b"0\r\n\r\n"))
+        self._write(transport, (self._head or b"") + (b"" if self.http10 else b"0\r\n\r\n"))
         self._head, self.started, self.ended = None, True, True
+        self.flush()
+
+    # ---- one write per upstream read -------------------------------------------------------------------
+    def hold(self) -> None:
+        """Keep what is sent until :meth:`flush`: every piece one upstream read brings (and the body's end, when
+        it comes with them) leaves in one write, one system call."""
+        if self._held is None:
+            self._held = []
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        transport = self.line.transport
+        if held and not self.line.closed and transport is not None:
+            transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def _write(self, transport: asyncio.Transport, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+        else:
+            transport.write(data)
 
     # ---- keep-alive comments while the handler waits ----------------------------------------------------
     def start(

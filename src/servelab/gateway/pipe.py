@@ -39,7 +39,18 @@ class Pipe:
         if not self.first.done():
             self.first.set_result(None)
 
+    def hold(self) -> None:
+        self.outlet.hold()
+
+    def flush(self) -> None:
+        self.outlet.flush()
+
     def ended(self) -> None:
+        """The upstream's body ended: the client's ends in the same read callback (with the last pieces, in one
+        write), before the handler's task wakes to see it."""
+        if self.first.done():
+            self.outlet.send(self.relay.flush())
+            self.outlet.end()
         self._settle(None)
 
     def failed(self, error: UpstreamError) -> None:
