@@ -2,14 +2,14 @@
 # On the H200 host (no network): servelab's and LiteLLM's wheels from .whl-a and .whl-b (carried), then the gateway
 # benchmarks whose raw output docs/gateway-bench.md quotes, into OUT: legs at one stream (requests apart, and back to
 # back in blocks), the one-stream A/B of the polling settings beside a bare relay, and 1/64/256 streams beside LiteLLM.
-# usage: bash benchmarks/gateway/h200.sh OUT
+# usage: [COMMIT=sha] bash benchmarks/gateway/h200.sh OUT
 set -uo pipefail
 OUT=${1:?out dir}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-a/*.whl .whl-b/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site:$PWD/src LITELLM_LOCAL_MODEL_COST_MAP=True
 printf '#!/bin/sh\nexec python3 -c "import sys; sys.argv[0] = \\"litellm\\"; from litellm import run_server; run_server()" "$@"\n' \
   >/tmp/litellm-run && chmod +x /tmp/litellm-run
-git log --oneline -1 >"$OUT/commit.txt" 2>/dev/null
+echo "${COMMIT:-$(git log --oneline -1 2>/dev/null)}" >"$OUT/commit.txt"  # COMMIT from the caller: the host's .git may lag the tree
 G='python3 benchmarks/gateway'
 V=(--variant 'default={}' --variant 'no warm={"warm_on_linger":false}' --variant 'no poll={"first_byte_poll_ms":0}'
    --variant 'busy poll={"busy_poll_us":3000}')
