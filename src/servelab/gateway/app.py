@@ -248,7 +248,7 @@ class Gateway:
     async def _piped(self, attempt: Attempt, pipe: Pipe, plan: _Plan) -> Sent:
         """A 200 stream going to the client through its pipe (the first piece already sent): wait for its end,
         say in band what broke it off (never retried after the first byte), then end the body."""
-        response, gauge = attempt.opened.response, self.metrics.in_flight.labels(attempt.route)
+        response, gauge = attempt.opened.response, self.metrics.flight(attempt.route)
         self._count(attempt.route, plan.decision.reason, 200)
         pipe.watch = Watchdog(self.config.policy.idle_timeout_s, response.close)
         gauge.inc()
@@ -298,7 +298,7 @@ class Gateway:
 
     async def _whole(self, attempt: Attempt, decision: Decision, headers: Headers) -> Response:
         response = attempt.opened.response
-        gauge = self.metrics.in_flight.labels(attempt.route)
+        gauge = self.metrics.flight(attempt.route)
         gauge.inc()
         try:
             content = attempt.opened.first + await response.read_all(self.config.max_body_bytes * 4)
@@ -319,7 +319,7 @@ class Gateway:
     def _usage(self, route: str, usage: dict[str, Any]) -> None:
         for kind in ("prompt_tokens", "completion_tokens"):
             if isinstance(usage.get(kind), int):
-                self.metrics.tokens.labels(route, kind.removesuffix("_tokens")).inc(usage[kind])
+                self.metrics.usage(route, kind.removesuffix("_tokens"), usage[kind])
 
     def _headers(self, route: str, plan: _Plan, *, failed_over: bool) -> Headers:
         reason = f"failover_from_{plan.decision.route}" if failed_over else plan.decision.reason

@@ -1,6 +1,7 @@
 """Prometheus metrics in servelab's own namespace, with bounded labels (route, reason, status class). With
 several worker processes (PROMETHEUS_MULTIPROC_DIR set), every worker writes its own files and /metrics adds
-them up; the request counters' label children are cached, so counting a request is a dict look-up."""
+them up; the label children on the request path (requests, in flight, usage tokens) are cached, so counting is a
+dict look-up."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ class GatewayMetrics:
         self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=reg,
                            multiprocess_mode="mostrecent")  # fmt: skip
         self._children: dict[tuple[str, str, int], Any] = {}
+        self._flight: dict[str, Any] = {}
+        self._tokens: dict[tuple[str, str], Any] = {}
 
     def request(self, route: str, reason: str, status: int) -> None:
         key = (route, reason, status // 100)
@@ -36,6 +39,19 @@ class GatewayMetrics:
         if child is None:
             child = self._children[key] = self.requests.labels(route, reason, f"{status // 100}xx")
         child.inc()
+
+    def flight(self, route: str) -> Any:
+        """The in-flight gauge's child for ``route`` (cached: a dict look-up per request, not a labels() call)."""
+        child = self._flight.get(route)
+        if child is None:
+            child = self._flight[route] = self.in_flight.labels(route)
+        return child
+
+    def usage(self, route: str, kind: str, count: int) -> None:
+        child = self._tokens.get((route, kind))
+        if child is None:
+            child = self._tokens[route, kind] = self.tokens.labels(route, kind)
+        child.inc(count)
 
     def exposition(self) -> bytes:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
