@@ -29,29 +29,24 @@ class GatewayMetrics:
                                      ["route"], registry=reg)  # fmt: skip
         self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=reg,
                            multiprocess_mode="mostrecent")  # fmt: skip
-        self._children: dict[tuple[str, str, int], Any] = {}
-        self._flight: dict[str, Any] = {}
-        self._tokens: dict[tuple[str, str], Any] = {}
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, cached: a dict look-up per request, not a labels() call."""
+        key = (metric, labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def request(self, route: str, reason: str, status: int) -> None:
-        key = (route, reason, status // 100)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self.requests.labels(route, reason, f"{status // 100}xx")
-        child.inc()
+        self.child(self.requests, route, reason, f"{status // 100}xx").inc()
 
     def flight(self, route: str) -> Any:
-        """The in-flight gauge's child for ``route`` (cached: a dict look-up per request, not a labels() call)."""
-        child = self._flight.get(route)
-        if child is None:
-            child = self._flight[route] = self.in_flight.labels(route)
-        return child
+        return self.child(self.in_flight, route)
 
     def usage(self, route: str, kind: str, count: int) -> None:
-        child = self._tokens.get((route, kind))
-        if child is None:
-            child = self._tokens[route, kind] = self.tokens.labels(route, kind)
-        child.inc(count)
+        self.child(self.tokens, route, kind).inc(count)
 
     def exposition(self) -> bytes:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
