@@ -77,19 +77,53 @@ class MemoryStore:
 
 
 class HostStore:
-    """The flags and the prefill counter in a small memory-mapped file (under /dev/shm by default), each
-    operation a read-modify-write under an exclusive ``flock``: every worker process of the host sees one
-    state. :func:`reset_host_store` (the parent, before the workers start) clears it."""
+    """The flags and the prefill in flight in a small memory-mapped file (under /dev/shm by default) that every
+    worker process of the host maps. A flag is a read-modify-write under an exclusive ``flock`` (a lease may
+    expire as it is read). The prefill in flight is one counter per store (a slot that only its own process
+    writes), so adding and giving back a request's tokens takes no lock; a reader adds the slots up. A slot whose
+    process died is taken over by the next store that opens, its tokens dropped: that worker's requests died with
+    it. :func:`reset_host_store` (the parent, before the workers start) clears the file."""
 
     in_process = True  # its coroutines never suspend (flock is held for microseconds)
     FLAG = struct.Struct("<BBdd")  # on, off_requested, changed_at, until (NaN: no lease)
-    PREFILL = struct.Struct("<q")
+    SLOTS = 255  # page 1: how many slots were ever taken, their owners' pids, their tokens (8 bytes each)
+    COUNT = mmap.PAGESIZE
+    PIDS = COUNT + 8
+    TOKENS = PIDS + 8 * SLOTS
+    SIZE = 2 * mmap.PAGESIZE
+    ONE = struct.Struct("<q")
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        if os.fstat(self.fd).st_size < mmap.PAGESIZE:
-            os.ftruncate(self.fd, mmap.PAGESIZE)
-        self.map = mmap.mmap(self.fd, mmap.PAGESIZE)
+        if os.fstat(self.fd).st_size < self.SIZE:
+            os.ftruncate(self.fd, self.SIZE)
+        self.map = mmap.mmap(self.fd, self.SIZE)
+        self._sums: dict[int, struct.Struct] = {}
+        self.slot = self._locked(self._claim)
+
+    def _locked(self, work: Callable[[], Any]) -> Any:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            return work()
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _claim(self) -> int:
+        """A slot of this store's own: a free one, one whose process is gone, or a new one."""
+        used = self.ONE.unpack_from(self.map, self.COUNT)[0]
+        pids = struct.unpack_from(f"<{used}q", self.map, self.PIDS)
+        slot = next((i for i, pid in enumerate(pids) if pid == 0 or not _alive(pid)), used)
+        if slot >= self.SLOTS:
+            raise RuntimeError(f"more than {self.SLOTS} gateway processes share the state file")
+        self.ONE.pack_into(self.map, self.PIDS + 8 * slot, os.getpid())
+        self.ONE.pack_into(self.map, self.TOKENS + 8 * slot, 0)
+        self.ONE.pack_into(self.map, self.COUNT, max(used, slot + 1))
+        return slot
+
+    def _total(self) -> int:
+        used = self.ONE.unpack_from(self.map, self.COUNT)[0]
+        sums = self._sums.get(used) or self._sums.setdefault(used, struct.Struct(f"<{used}q"))
+        return sum(sums.unpack_from(self.map, self.TOKENS))
 
     def _offset(self, name: str) -> int:
         return FLAGS.index(name) * self.FLAG.size
@@ -104,14 +138,13 @@ class HostStore:
         self.FLAG.pack_into(self.map, self._offset(name), flag.on, flag.off_requested, changed, until)
 
     def _update(self, name: str, action: Callable[[Flag, float], object]) -> bool:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
+        def work() -> bool:
             flag = self._read(name)
             action(flag, time.time())
             self._write(name, flag)
             return flag.on
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+        return bool(self._locked(work))
 
     async def flag(self, name: str, min_hold: float) -> bool:
         return self._update(name, lambda flag, now: flag.settle(now, min_hold))
@@ -125,34 +158,45 @@ class HostStore:
         self._update(name, lambda flag, now: flag.set(on, now, min_hold, ttl))
 
     async def add_prefill(self, tokens: int) -> int:
-        at = len(FLAGS) * self.FLAG.size
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
-            value = self.PREFILL.unpack_from(self.map, at)[0] + tokens
-            self.PREFILL.pack_into(self.map, at, value)
-            return int(value)
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        at = self.TOKENS + 8 * self.slot  # this store's own slot: no other process writes it
+        self.ONE.pack_into(self.map, at, self.ONE.unpack_from(self.map, at)[0] + tokens)
+        return self._total()
 
     async def prefill(self) -> int:
-        return int(self.PREFILL.unpack_from(self.map, len(FLAGS) * self.FLAG.size)[0])
+        return self._total()
 
     async def snapshot(self, min_hold: float) -> tuple[bool, bool, int]:
-        """Under one lock (a request's routing facts cost two system calls, not eight)."""
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
+        """The flags settled under one lock (two system calls), the prefill read without one."""
+
+        def work() -> list[bool]:
             now, on = time.time(), []
             for name in FLAGS:
                 flag = self._read(name)
                 on.append(flag.settle(now, min_hold))
                 self._write(name, flag)
-            return on[0], on[1], int(self.PREFILL.unpack_from(self.map, len(FLAGS) * self.FLAG.size)[0])
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            return on
+
+        maintenance, realtime = self._locked(work)
+        return maintenance, realtime, self._total()
 
     async def close(self) -> None:
+        def release() -> None:
+            self.ONE.pack_into(self.map, self.PIDS + 8 * self.slot, 0)
+            self.ONE.pack_into(self.map, self.TOKENS + 8 * self.slot, 0)
+
+        self._locked(release)
         self.map.close()
         os.close(self.fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def host_store_path(config: GatewayConfig) -> str:
@@ -162,7 +206,7 @@ def host_store_path(config: GatewayConfig) -> str:
 def reset_host_store(path: str) -> None:
     """A fresh state (no flag on, no prefill in flight) for a gateway that is starting."""
     with open(path, "wb") as f:
-        f.write(b"\0" * mmap.PAGESIZE)
+        f.write(b"\0" * HostStore.SIZE)
     os.chmod(path, 0o600)
 
 
