@@ -268,7 +268,7 @@ class HttpClient:
         base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize)."""
         data = self.request_bytes(method, path, body, root)
         for attempt in range(2):
-            conn = await self._get()
+            conn = self._pooled() or await self._connect()
             conn._reset()
             assert conn.transport is not None
             conn.transport.write(data)
@@ -295,12 +295,16 @@ class HttpClient:
             return head + b"\r\n"
         return head + b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
 
-    async def _get(self) -> _Conn:
+    def _pooled(self) -> _Conn | None:
+        """The most recently used idle connection still open (None: a new one is needed)."""
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
                 conn.reused = True
                 return conn
+        return None
+
+    async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):

@@ -3,6 +3,8 @@ redirects and nothing of the request echoed back (the Host header included)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
@@ -34,12 +36,16 @@ class Router:
             ("GET", "/metrics"): self.metrics,
         }
 
-    async def __call__(self, request: Request) -> Response | StreamResponse | Sent:
+    def __call__(self, request: Request) -> Awaitable[Response | StreamResponse | Sent]:
+        """The route's handler, called (the server awaits it: no coroutine of the router's own between them)."""
         handler = self.routes.get((request.method, request.path))
         if handler is not None:
-            return await handler(request)
+            return handler(request)
         if request.path.startswith("/admin/") and request.method in ("GET", "POST"):
-            return await self.admin(request)
+            return self.admin(request)
+        return self.unrouted(request)
+
+    async def unrouted(self, request: Request) -> Response:
         if any(path == request.path for _, path in self.routes):
             return error(405, f"{request.method} is not allowed here", "invalid_request_error")
         return error(404, "no such endpoint", "not_found")
