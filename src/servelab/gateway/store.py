@@ -108,9 +108,14 @@ class HostStore:
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
+    def _used(self) -> int:
+        """How many slots were ever taken (bounded: a state file left by something else reads as sane)."""
+        count: int = self.ONE.unpack_from(self.map, self.COUNT)[0]
+        return min(max(count, 0), self.SLOTS)
+
     def _claim(self) -> int:
         """A slot of this store's own: a free one, one whose process is gone, or a new one."""
-        used = self.ONE.unpack_from(self.map, self.COUNT)[0]
+        used = self._used()
         pids = struct.unpack_from(f"<{used}q", self.map, self.PIDS)
         slot = next((i for i, pid in enumerate(pids) if pid == 0 or not _alive(pid)), used)
         if slot >= self.SLOTS:
@@ -121,7 +126,7 @@ class HostStore:
         return slot
 
     def _total(self) -> int:
-        used = self.ONE.unpack_from(self.map, self.COUNT)[0]
+        used = self._used()
         sums = self._sums.get(used) or self._sums.setdefault(used, struct.Struct(f"<{used}q"))
         return sum(sums.unpack_from(self.map, self.TOKENS))
 

@@ -59,3 +59,21 @@ def test_a_dead_workers_prefill_is_dropped_when_its_slot_is_taken_over(tmp_path:
         return first, left, total
 
     assert asyncio.run(run()) == (0, 0, 40)
+
+
+def test_a_state_file_with_nonsense_in_it_still_opens(tmp_path: Path) -> None:
+    """A state file someone else wrote (a slot count far past the page): read as bounded, never past the map."""
+    path = tmp_path / "state"
+    reset_host_store(str(path))
+    with open(path, "r+b") as f:
+        f.seek(HostStore.COUNT)
+        f.write((10**12).to_bytes(8, "little"))
+
+    async def run() -> int:
+        store = HostStore(str(path))
+        await store.add_prefill(5)
+        total = await store.prefill()
+        await store.close()
+        return total
+
+    assert asyncio.run(run()) == 5
