@@ -142,14 +142,15 @@ class HostStore:
         changed = 0.0 if flag.changed_at == -math.inf else flag.changed_at
         self.FLAG.pack_into(self.map, self._offset(name), flag.on, flag.off_requested, changed, until)
 
-    def _update(self, name: str, action: Callable[[Flag, float], object]) -> bool:
-        def work() -> bool:
-            flag = self._read(name)
-            action(flag, time.time())
-            self._write(name, flag)
-            return flag.on
+    def _apply(self, name: str, action: Callable[[Flag, float], object], now: float) -> bool:
+        """Read the flag, act on it, write it back (the caller holds the lock); whether it is on."""
+        flag = self._read(name)
+        action(flag, now)
+        self._write(name, flag)
+        return flag.on
 
-        return bool(self._locked(work))
+    def _update(self, name: str, action: Callable[[Flag, float], object]) -> bool:
+        return bool(self._locked(lambda: self._apply(name, action, time.time())))
 
     async def flag(self, name: str, min_hold: float) -> bool:
         return self._update(name, lambda flag, now: flag.settle(now, min_hold))
@@ -173,13 +174,12 @@ class HostStore:
     async def snapshot(self, min_hold: float) -> tuple[bool, bool, int]:
         """The flags settled under one lock (two system calls), the prefill read without one."""
 
+        def settle(flag: Flag, now: float) -> bool:
+            return flag.settle(now, min_hold)
+
         def work() -> list[bool]:
-            now, on = time.time(), []
-            for name in FLAGS:
-                flag = self._read(name)
-                on.append(flag.settle(now, min_hold))
-                self._write(name, flag)
-            return on
+            now = time.time()
+            return [self._apply(name, settle, now) for name in FLAGS]
 
         maintenance, realtime = self._locked(work)
         return maintenance, realtime, self._total()
