@@ -9,14 +9,7 @@ set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; LABEL=${3:?label}; mkdir -p "$OUT"
 MODEL=$KIT/models/laguna-s-2.1-dummy; URL=http://127.0.0.1:8000
 export PYTHONPATH=/tmp/site:$PWD/src:/tmp/gsite  # gsite: servelab's own wheels (benchmarks/gpu/install_guidellm.sh)
-gpu_free() {  # wait until the previous server's memory is back
-  for _ in $(seq 90); do
-    (($(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1) < 4000)) && return; sleep 1
-  done
-}
-if [[ -z ${SKIP_SERVE:-} ]] && [[ -f /tmp/vllm-serve.pid ]] && kill -0 "$(cat /tmp/vllm-serve.pid)" 2>/dev/null; then
-  kill "$(cat /tmp/vllm-serve.pid)"; while kill -0 "$(cat /tmp/vllm-serve.pid)" 2>/dev/null; do sleep 1; done; gpu_free
-fi
+[[ -n ${SKIP_SERVE:-} ]] || bash benchmarks/gpu/stop_server.sh  # a previous step's server, an MPS daemon
 SHARING=time-sliced
 if [[ -n ${MPS_PCT:-} ]]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
@@ -27,5 +20,5 @@ fi
 [[ -n ${SKIP_SERVE:-} ]] || ( [[ -n ${MPS_PCT:-} ]] && export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$MPS_PCT
   SERVE_LOG=/tmp/laguna-serve-$LABEL.log SERVE_TIMEOUT=500 setsid bash "$KIT/serve.sh" "$MODEL" \
     --gpu-memory-utilization 0.85 --max-model-len 65536 --no-enable-prefix-caching ${SERVE_EXTRA:-} </dev/null ) || exit 1
-python3 benchmarks/gpu/coexist_run.py "$OUT" $URL "$LABEL" "$SHARING" 2>&1 | tail -8
+timeout -k 10 $((${BUDGET_S:-590} - SECONDS)) python3 benchmarks/gpu/coexist_run.py "$OUT" $URL "$LABEL" "$SHARING" 2>&1 | tail -40
 grep -hE "max_num_batched_tokens|Chunked prefill" /tmp/laguna-serve*.log | head -3 >"$OUT/serve-$LABEL.txt"

@@ -5,16 +5,19 @@ alone and beside Laguna S 2.1 decode (4 streams x 256 tokens), 32K-token prefill
 the rest of the conditions (CONDITIONS, default the seed's layers alone,avatar,decode,prefill,all with AVATAR=1,
 else alone,decode,prefill,both); each LLM load also with no probe (the LLM's share). MITIGATIONS="NAME=URL ..." runs
 the LLM conditions again against each (LEASE="NAME=ADMIN_KEY": a servelab gateway whose realtime lease is held while
-the probes speak). 2 rounds x 10 utterances = 1,000 chunks per condition. Writes coexist-LABEL.json (figures,
-verdicts) and runs.sqlite (LLM records, every utterance) to OUTDIR.
+the probes speak). 2 rounds x 10 utterances (UTTERANCES) = 1,000 chunks per condition. Writes coexist-LABEL.json
+(figures, verdicts) and runs.sqlite (LLM records, every utterance) to OUTDIR; a SIGTERM (a `timeout` running out)
+stops it like Ctrl-C, keeping in runs.sqlite every utterance measured so far.
 
-usage: [AVATAR=1] [CONDITIONS=...] [MITIGATIONS=...] [LEASE=...] python coexist_run.py OUTDIR LLM_URL LABEL SHARING
+usage: [AVATAR=1] [CONDITIONS=...] [MITIGATIONS=...] [LEASE=...] [UTTERANCES=10] \
+       python coexist_run.py OUTDIR LLM_URL LABEL SHARING
        (SHARING: time-sliced | mps:PCT | green:SMS)
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -53,7 +56,7 @@ def main(out: Path, url: str, label: str, sharing: str) -> None:
     options = CoexistOptions(
         conditions=tuple(os.environ["CONDITIONS"].split(",")) if os.environ.get("CONDITIONS") else default,
         repeats=2,
-        utterances=10,
+        utterances=int(os.environ.get("UTTERANCES", "10")),
         load=LlmLoad(decode_streams=4, decode_tokens=256, prefill_tokens=32000),
         settle_s=2.0,
         sharing={**share, "label": label},
@@ -78,5 +81,10 @@ def main(out: Path, url: str, label: str, sharing: str) -> None:
     print(label, "warnings:", result.warnings[:4], "failed:", result.failed, flush=True)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
     main(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])

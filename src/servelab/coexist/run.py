@@ -127,14 +127,19 @@ def run_coexist(
     except Exception as exc:  # keep the measured part, say what broke
         session.failed = describe(exc)
     except BaseException as exc:  # Ctrl-C or a signal: keep what was measured, mark it interrupted, stop
-        run.result(session.result().stored())
+        _keep(run, session.result())
         run.fail(exc)
         raise
     result = session.result()
-    run.result(result.stored())
-    run.summary("coexist/utterances", {"utterances": [_utterance_dict(u) for u in result.utterances]})
+    _keep(run, result)
     run.finish(STATUS_FAILED if session.failed else STATUS_COMPLETE, session.failed)
     return result
+
+
+def _keep(run: RunRecorder, result: CoexistResult) -> None:
+    """Store the figures and every utterance (what ``stored_result`` recomputes the figures from)."""
+    run.result(result.stored())
+    run.summary("coexist/utterances", {"utterances": [_utterance_dict(u) for u in result.utterances]})
 
 
 class _Session:

@@ -58,6 +58,26 @@ def test_a_probe_that_dies_keeps_what_was_measured(tmp_path: Path) -> None:
     assert again.conditions[0].utterances == 10  # the first round, stored
 
 
+class InterruptedProbe(ScriptedProbe):
+    """Ctrl-C (or a SIGTERM turned into one) arrives while the second round runs."""
+
+    async def run(self, utterances: int, condition: str) -> list[Utterance]:
+        if len(self.calls) == 1:
+            self.calls.append(condition)
+            raise KeyboardInterrupt
+        return await super().run(utterances, condition)
+
+
+def test_an_interrupted_run_keeps_the_utterances_it_measured(tmp_path: Path) -> None:
+    with RunStore(tmp_path / "s.sqlite") as db:
+        with pytest.raises(KeyboardInterrupt):
+            run_coexist(db, InterruptedProbe(), None, CoexistOptions(conditions=("alone",), repeats=3, utterances=4))
+        (info,) = db.list_runs()
+        again = stored_result(db, info.run_id)
+    assert info.status != "complete"
+    assert again.conditions[0].utterances == 4 and again.conditions[0].chunks == 80  # the first round, stored
+
+
 class FramesProbe(ScriptedProbe):
     """A scripted avatar: 25 frames a second, each frame due and arriving on time (its own figures, frames)."""
 
