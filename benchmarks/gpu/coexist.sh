@@ -14,7 +14,7 @@ SHARING=time-sliced
 if [[ -n ${MPS_PCT:-} ]]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
-  pgrep -x nvidia-cuda-mps-control >/dev/null || nvidia-cuda-mps-control -d || { echo "MPS unavailable"; exit 3; }
+  pgrep -f '^nvidia-cuda-mps-control' >/dev/null || nvidia-cuda-mps-control -d || { echo "MPS unavailable"; exit 3; }
   SHARING=mps:$MPS_PCT
 fi
 [[ -n ${SKIP_SERVE:-} ]] || ( [[ -n ${MPS_PCT:-} ]] && export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$MPS_PCT
