@@ -11,7 +11,7 @@ KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD/src:/tmp/gsite HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 bash benchmarks/gpu/stop_server.sh  # a previous step's server, an MPS daemon
 PYTHONPATH=/tmp/site SERVE_LOG=$OUT/laguna.log SERVE_TIMEOUT=500 setsid bash "$KIT/serve.sh" \
-  "$KIT/models/laguna-s-2.1-dummy" --gpu-memory-utilization 0.80 --max-model-len 65536 --no-enable-prefix-caching \
+  "$KIT/models/laguna-s-2.1-dummy" --gpu-memory-utilization 0.85 --max-model-len 65536 --no-enable-prefix-caching \
   </dev/null | tail -3 || exit 1
 PYTHONPATH=/tmp/site VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 PORT=8001 PIDFILE=/tmp/vllm-external.pid \
   SERVE_LOG=$OUT/external.log SERVE_TIMEOUT=300 setsid bash "$KIT/serve.sh" "$KIT/models/smollm2-135m" \

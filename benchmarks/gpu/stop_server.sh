@@ -11,7 +11,7 @@ for pidfile in /tmp/vllm-serve.pid /tmp/vllm-external.pid; do
 done
 if pgrep -f '^nvidia-cuda-mps-control' >/dev/null; then
   echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe nvidia-cuda-mps-control
-  while pgrep -x nvidia-cuda-mps-server >/dev/null || pgrep -f '^nvidia-cuda-mps-control' >/dev/null; do sleep 1; done
+  while pgrep -f '^nvidia-cuda-mps-server' >/dev/null || pgrep -f '^nvidia-cuda-mps-control' >/dev/null; do sleep 1; done
 fi
 for _ in $(seq 90); do  # wait until the stopped servers' memory is back
   (($(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1) < 4000)) && exit 0; sleep 1
