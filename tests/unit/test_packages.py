@@ -23,7 +23,7 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.coexist": ["AudioFormat", "CONDITIONS", "CoexistOptions", "CoexistResult", "Condition", "Goals",
                          "HttpAudioProbe", "Lease", "LeaseHolder", "LlmLoad", "Mitigation", "Probe", "SEED_LAYERS",
                          "SHAPES", "WorkerProbe", "WorkerSpec", "judge", "mitigated", "mitigation_lines",
-                         "parse_condition", "parse_goals", "parse_sharing", "probe_names", "run_coexist",
+                         "parse_condition", "parse_goals", "parse_sharing", "probe_names", "rebase", "run_coexist",
                          "stored_result", "with_baselines"],
     "servelab.core": [],
     "servelab.core.results": ["Accuracy", "AnyResult", "BenchRun", "Bottleneck", "Cell", "Channel", "CheckRun",

@@ -39,6 +39,7 @@ from servelab.coexist import (
     parse_goals,
     parse_sharing,
     run_coexist,
+    stored_result,
     with_baselines,
 )
 from servelab.core.errors import UsageError
@@ -148,6 +149,12 @@ def coexist(
         help="NAME[=ADMIN_KEY]: mitigation NAME is a servelab gateway; hold its realtime lease while the probes speak "
         "(the key from $SERVELAB_GATEWAY_ADMIN_KEY when not given).",
     ),
+    reference: str | None = typer.Option(
+        None,
+        "--reference",
+        help="RUN: judge against that stored coexist run's baselines (each probe alone, each LLM load alone): the "
+        "plain server's, when this run's server is the mitigation (smaller batches, an MPS cap).",
+    ),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
     utterances: int = typer.Option(10, "--utterances", min=1, help="Utterances per condition and round."),
     lookahead: str = typer.Option("0,300,500", "--lookahead", help="Listener lookahead buffers to compare (ms)."),
@@ -189,6 +196,7 @@ def coexist(
     segments = len(mitigated(names, options.mitigations))
     out = console()
     with open_store(store) as db:
+        options.reference = stored_result(db, reference) if reference else None
         with steps(not json_out) as bar:
             bar.start(f"{segments} conditions x {options.repeats} rounds", segments * options.repeats)
             result = run_coexist(

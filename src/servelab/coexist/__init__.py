@@ -8,6 +8,7 @@ engine with smaller batches) are the same conditions with the LLM load sent else
 against the goals. Every result records the GPU sharing mode, since it changes the answer many times over."""
 
 from servelab.coexist.audio_stream import SHAPES, AudioFormat
+from servelab.coexist.baselines import rebase
 from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines
 from servelab.coexist.goals import Goals, judge, parse_goals
 from servelab.coexist.load import LlmLoad
@@ -39,6 +40,7 @@ __all__ = [
     "parse_goals",
     "parse_sharing",
     "probe_names",
+    "rebase",
     "run_coexist",
     "stored_result",
     "with_baselines",

@@ -39,6 +39,7 @@ class Playback:
     audio_s: float
     rtf: float | None  # generation time over audio duration: below 1 keeps up on average
     ahead_s: tuple[float, ...] = ()  # per chunk after playback started: audio left to play when it arrived (0: dry)
+    late_s: tuple[float, ...] = ()  # per chunk: arrival minus when an unbroken playback from the due time needs it
 
 
 def play(utterance: Utterance, lookahead_s: float) -> Playback:
@@ -63,8 +64,27 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
     intervals = tuple(b.arrived_s - a.arrived_s for a, b in itertools.pairwise(chunks))
     rtf = (chunks[-1].arrived_s - t0) / audio if audio > 0 else None
     return Playback(
-        chunks[0].arrived_s - t0, start - t0, intervals, tuple(lags), underruns, stall, audio, rtf, tuple(ahead)
+        chunks[0].arrived_s - t0,
+        start - t0,
+        intervals,
+        tuple(lags),
+        underruns,
+        stall,
+        audio,
+        rtf,
+        tuple(ahead),
+        _late(chunks, t0),
     )
+
+
+def _late(chunks: Sequence[Chunk], due: float) -> tuple[float, ...]:
+    """How late each chunk came for a listener who wanted the utterance from the moment it was due: the first
+    chunk's is the time to first audio, a later one's grows with a slow decoder and with waiting for a turn."""
+    out, needed = [], due
+    for chunk in chunks:
+        out.append(chunk.arrived_s - needed)
+        needed += chunk.audio_s
+    return tuple(out)
 
 
 def _start_time(chunks: Sequence[Chunk], lookahead_s: float) -> float:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servelab.coexist.baselines import llm_baselines, rebase, set_shares
 from servelab.coexist.conditions import CONDITIONS, LLM_ONLY, Condition, parse_condition, with_baselines
 from servelab.coexist.goals import Goals, judge
 from servelab.coexist.load import Background, LlmLoad, fitted_prefill
@@ -16,13 +17,13 @@ from servelab.coexist.mitigations import LeaseHolder, Mitigation, mitigated
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
 from servelab.coexist.summary import figures
-from servelab.core.errors import UsageError
+from servelab.core.errors import StoreError, UsageError
 from servelab.core.recorder import RunRecorder, describe
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.results import CoexistRun, ConditionFigures, Facts, LlmFigures, load_result
 from servelab.core.stats import percentiles
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
-from servelab.core.summary import streamed_tok_s, summarize, ttft_ms
+from servelab.core.summary import prompt_tok_s, streamed_tok_s, summarize, ttft_ms
 from servelab.engines.manifest import build_manifest
 from servelab.load.runner import Target
 
@@ -57,6 +58,7 @@ class CoexistOptions:
     llm_baselines: bool = True  # also run each LLM load with no probe, for the share the LLM kept
     mitigations: tuple[Mitigation, ...] = ()  # each runs the conditions with LLM load again, its own way
     baseline_s: float = 10.0  # how long an LLM-only baseline runs when no probe segment has set the pace
+    reference: CoexistResult | None = None  # judge against this run's baselines (a mitigation on its own server)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class CoexistResult:
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None
     goals: dict[str, float] = field(default_factory=dict)
+    reference: str | None = None  # the run whose baselines judged this one (coexist/baselines.py rebase)
 
     def stored(self) -> CoexistRun:
         """The typed result every output renders (the utterances are kept beside it as raw material)."""
@@ -79,6 +82,7 @@ class CoexistResult:
             goals=self.goals,
             warnings=self.warnings,
             error=self.failed,
+            reference=self.reference,
         )
 
 
@@ -240,7 +244,7 @@ class _Session:
             if not f.probe and f.condition.startswith(LLM_ONLY) and not (f.llm and f.llm.streamed_tok_s)
         ]
         judge(conditions, self.options.goals)
-        return CoexistResult(
+        result = CoexistResult(
             self.run_id,
             self.probe_info,
             self.options.sharing,
@@ -250,6 +254,8 @@ class _Session:
             self.failed,
             self.options.goals.as_dict(),
         )
+        reference = self.options.reference
+        return rebase(result, reference, self.options.goals) if reference is not None else result
 
 
 def _of(figs: ConditionFigures, names: Sequence[str]) -> str:
@@ -274,18 +280,8 @@ def condition_figures(
             figs = figures(name, mine, lookaheads_ms)
             figs.probe, figs.llm = probe, llm if i == 0 else None
             out.append(figs)
-    _shares(out, conditions)
+    set_shares(out, llm_baselines(out))
     return out
-
-
-def _shares(figs: list[ConditionFigures], names: Sequence[str]) -> None:
-    alone = {f.condition: f.llm for f in figs if not f.probe and f.llm is not None}
-    for f in figs:
-        base = parse_condition(f.condition).baseline if f.condition in names else None
-        ref = alone.get(base) if base else None
-        if f.llm is not None and ref is not None and ref.streamed_tok_s:
-            f.llm.tok_s_share = (f.llm.streamed_tok_s or 0.0) / ref.streamed_tok_s
-            f.llm.ttft_p50_alone_ms = ref.ttft_ms.get("p50")
 
 
 def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
@@ -299,7 +295,8 @@ def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     ttfts = [t for r in records if r.ok or r.error == ErrorClass.CANCELLED if (t := ttft_ms(r)) is not None]
     return LlmFigures(
         requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=percentiles(ttfts), tpot_ms=s.tpot_ms,
-        aggregate_tok_s=s.aggregate_tok_s, streamed_tok_s=streamed_tok_s(records), failures=s.failures,
+        aggregate_tok_s=s.aggregate_tok_s, streamed_tok_s=streamed_tok_s(records), prompt_tok_s=prompt_tok_s(records),
+        failures=s.failures,
         failure_messages=s.failure_messages, cut_before_first_token=sum(r.first_token_ns is None for r in cut),
     )  # fmt: skip
 
@@ -324,7 +321,20 @@ def _utterance_dict(u: Utterance) -> dict[str, Any]:
 
 
 def stored_result(store: RunStore, run_id: str) -> CoexistResult:
-    """A stored coexist run, its figures computed again from the stored utterances (and LLM records)."""
+    """A stored coexist run, its figures computed again from the stored utterances (and LLM records), judged
+    against the run it was rebased on when that run is in the same store."""
+    result, reference = _stored(store, run_id)
+    if not reference or reference == run_id:
+        return result
+    try:
+        ref, _ = _stored(store, reference)
+    except (StoreError, UsageError) as exc:
+        result.warnings.append(f"judged against its own baselines: its reference run {reference}: {exc}")
+        return result
+    return rebase(result, ref)
+
+
+def _stored(store: RunStore, run_id: str) -> tuple[CoexistResult, str | None]:
     head = load_result(store, store.get_run(run_id))
     if not isinstance(head, CoexistRun):
         raise UsageError(f"run {run_id} is not a coexist run")
@@ -344,6 +354,7 @@ def stored_result(store: RunStore, run_id: str) -> CoexistResult:
     lookaheads = next(([lf.lookahead_ms for lf in c.listeners] for c in head.conditions if c.listeners), [])
     conditions = condition_figures(names, probes, utterances, store.records(run_id), lookaheads)
     judge(conditions, Goals(**head.goals) if head.goals else Goals())
-    return CoexistResult(
-        run_id, head.probe, head.sharing, conditions, utterances, head.warnings, head.error, head.goals
+    result = CoexistResult(
+        run_id, head.probe, head.sharing, conditions, utterances, list(head.warnings), head.error, head.goals
     )
+    return result, head.reference

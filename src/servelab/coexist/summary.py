@@ -43,6 +43,7 @@ def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequ
         interval_p99_high_ms=_ms(p99.high),
         interval_max_ms=_ms(max(intervals)) if intervals else None,
         lag_p99_ms=_ms(_q([lag for p in plays for lag in p.lags_s[1:]], 0.99)),
+        lateness_p99_ms=_ms(_q([late for p in plays for late in p.late_s], 0.99)),
         rtf_mean=statistics.fmean(rtfs) if rtfs else None,
         rtf_p95=_q(rtfs, 0.95),
         pace_rtf=_pace(ok),

@@ -76,6 +76,16 @@ def streamed_tok_s(records: Sequence[RequestRecord]) -> float | None:
     return tokens / (window / NS_PER_S)
 
 
+def prompt_tok_s(records: Sequence[RequestRecord]) -> float | None:
+    """Prompt tokens taken in (requests that got a first token and whose usage says how many) over the span the
+    load had a request in flight: what a long-prefill load did, which its few output tokens do not show."""
+    window = active_window_ns(records)
+    if not window:
+        return None
+    tokens = sum(r.prompt_tokens or 0 for r in records if r.first_token_ns is not None)
+    return tokens / (window / NS_PER_S)
+
+
 def active_window_ns(records: Sequence[RequestRecord]) -> int:
     """Total time during which at least one request was in flight (idle gaps excluded)."""
     spans = sorted((r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None)

@@ -21,15 +21,22 @@ def plot_intervals(result: CoexistResult, path: Path) -> Path | None:
 
 
 def interval_png(result: CoexistResult) -> bytes | None:
-    """One curve per condition: the share of chunk intervals above each value (log scale), p99 marked."""
-    gaps = {
-        figs.condition: [
+    """One curve per condition and probe: the share of chunk intervals above each value (log scale), p99 marked."""
+    title = f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}"
+    gaps = interval_series(result)
+    return survival(gaps, "interval between chunks (ms)", title, ylabel="share of intervals longer", mark=0.01)
+
+
+def interval_series(result: CoexistResult) -> dict[str, list[float]]:
+    """Chunk intervals (ms) per condition, and per probe where several ran (a voice's and an avatar's apart)."""
+    several = len({f.probe for f in result.conditions if f.probe}) > 1
+    return {
+        f"{figs.condition} ({figs.probe})" if several else figs.condition: [
             (b.arrived_s - a.arrived_s) * 1000
             for u in result.utterances
-            if u.condition == figs.condition
+            if u.condition == figs.condition and u.probe in (figs.probe, "")
             for a, b in itertools.pairwise(u.chunks)
         ]
         for figs in result.conditions
+        if figs.probe or not several
     }
-    title = f"probe {result.probe.get('probe', '?')}, sharing {sharing_text(result.sharing)}"
-    return survival(gaps, "interval between chunks (ms)", title, ylabel="share of intervals longer", mark=0.01)

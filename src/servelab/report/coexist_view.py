@@ -24,12 +24,16 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
     probed = [c for c in result.conditions if c.probe or c.utterances]
     listeners = next(([lf.lookahead_ms for lf in c.listeners] for c in probed if c.listeners), [])
     several = len({c.probe for c in probed}) > 1
-    headers = ["condition", "chunks", "TTFA\np50 ms", "gap\np50 ms", "gap p99\nms [95%]", "gap\nmax ms", "pace\nRTF"]
+    headers = ["condition", "chunks", "TTFA\np50 ms", "late\np99 ms", "gap\np50 ms", "gap p99\nms [95%]", "gap\nmax ms"]
+    headers += ["pace\nRTF"]
     headers += [f"stalls\n@{la:g} ms" for la in listeners]
     rows = [_row(c, listeners, several) for c in probed]
     caption = f"Probe {result.probe.get('probe')}, GPU sharing: {sharing_text(result.sharing)}"
+    if result.reference:
+        caption += f"; judged against run {result.reference}'s baselines (each probe alone, each LLM load alone)"
     note = (
-        "gap: the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
+        "late: a chunk's arrival after an unbroken playback from the moment its utterance was due needs it; gap: "
+        "the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
         "lookahead hears (and their stall ms)"
     )
     out.tables.append(Table(caption, headers, rows, note=note))
@@ -43,8 +47,9 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
 
 LLM_NOTE = (
     "the LLM's own requests in each condition; tok/s: the tokens that streamed while the load ran, requests cut off "
-    "at its end included; kept: that over the same load's with no probe (llm:...); TTFT: of the finished requests "
-    "and those cut off after their first token"
+    "at its end included; out / prompt: that and the prompt tokens taken in per second, over the same load's with no "
+    "probe (llm:...); kept: the lower of the two; TTFT: of the finished requests and those cut off after their first "
+    "token"
 )
 
 
@@ -54,12 +59,17 @@ def llm_table(conditions: list[ConditionFigures]) -> Table:
     for c in conditions:
         if c.llm is None:
             continue
-        kept = f"{c.llm.tok_s_share:.0%}" if c.llm.tok_s_share is not None else "-"
+        kept = _pct(c.llm.tok_s_share)
         ttft = f"{fmt(c.llm.ttft_ms.get('p50'), 0)} ({fmt(c.llm.ttft_p50_alone_ms, 0)})"
         waiting = f" ({c.llm.cut_before_first_token} waiting)" if c.llm.cut_before_first_token else ""
-        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}{waiting}", fmt(_tok_s(c.llm), 0), kept, ttft])
-    headers = ["condition", "LLM ok/n", "LLM\ntok/s", "kept", "TTFT p50 ms\n(alone)"]
+        parts = f"{_pct(c.llm.output_share)} / {_pct(c.llm.prompt_share)}"
+        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}{waiting}", fmt(_tok_s(c.llm), 0), parts, kept, ttft])
+    headers = ["condition", "LLM ok/n", "LLM\ntok/s", "out / prompt\nkept", "kept", "TTFT p50 ms\n(alone)"]
     return Table("The LLM's side", headers, rows, note=LLM_NOTE)
+
+
+def _pct(share: float | None) -> str:
+    return f"{share:.0%}" if share is not None else "-"
 
 
 def _tok_s(llm: LlmFigures) -> float:
@@ -69,7 +79,7 @@ def _tok_s(llm: LlmFigures) -> float:
 def _row(c: ConditionFigures, lookaheads: list[float], several: bool = False) -> list[str]:
     p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
     name = f"{c.condition}\n{c.probe}" if several else c.condition
-    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.interval_p50_ms, 2), p99]
+    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.lateness_p99_ms), fmt(c.interval_p50_ms, 2), p99]
     row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
     heard = {lf.lookahead_ms: lf for lf in c.listeners}
     return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" if (lf := heard.get(la)) else "-" for la in lookaheads]

@@ -86,3 +86,17 @@ def test_large_chunks_stutter_after_the_first_one() -> None:
     figs = figures("c", [u], [0.0, 300.0])
     assert [x.underruns for x in figs.listeners] == [2, 1]
     assert figs.listeners[0].ahead_min_ms == pytest.approx(0.0) and figs.listeners[1].ahead_min_ms == pytest.approx(0.0)
+
+
+def test_lateness_counts_from_when_the_utterance_was_due() -> None:
+    """Two utterances that keep the same pace once they speak; the second waited 1 s for its turn. From its own
+    first chunk neither is late; from when it was due the second is late by the wait on every chunk."""
+    on_time = utt([0.01, 0.05, 0.09, 0.13], audio=0.04)
+    waited = utt([1.01, 1.05, 1.09, 1.13], audio=0.04)
+    assert play(on_time, 0.0).late_s == pytest.approx((0.01, 0.01, 0.01, 0.01))
+    assert play(waited, 0.0).late_s == pytest.approx((1.01, 1.01, 1.01, 1.01))
+    assert play(waited, 0.0).lags_s == pytest.approx((0.0, 0.0, 0.0, 0.0))
+    # a decoder slower than the audio falls further behind chunk by chunk
+    assert play(utt([0.01, 0.06, 0.11], audio=0.04), 0.0).late_s == pytest.approx((0.01, 0.02, 0.03))
+    assert figures("alone", [on_time], [0.0]).lateness_p99_ms == pytest.approx(10.0)
+    assert figures("load", [on_time, waited], [0.0]).lateness_p99_ms == pytest.approx(1010.0)

@@ -107,6 +107,12 @@ def test_two_probes_at_once_keep_their_figures_apart(tmp_path: Path) -> None:
     assert by["avatar", "scripted"].chunks == 80 and by["avatar", "scripted-frames"].chunks == 200
     assert by["avatar", "scripted-frames"].meets is True and "fps" in (by["avatar", "scripted-frames"].verdict or "")
     assert [c.model_dump() for c in again.conditions] == [c.model_dump() for c in result.conditions]
+    from servelab.report.coexist_plots import interval_series
+
+    series = interval_series(result)  # the plot's curves: the avatar's 40 ms frames apart from the voice's chunks
+    assert set(series) == {"alone (scripted)", "avatar (scripted)", "avatar (scripted-frames)"}
+    assert len(series["avatar (scripted)"]) == 2 * 2 * 19 and max(series["avatar (scripted)"]) < 11
+    assert min(series["avatar (scripted-frames)"]) > 39
 
 
 def test_conditions_need_what_they_name() -> None:

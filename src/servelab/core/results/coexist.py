@@ -30,7 +30,10 @@ class LlmFigures(Model):
     tpot_ms: dict[str, float]
     aggregate_tok_s: float
     streamed_tok_s: float | None = None  # tokens that arrived over the load's span, cut-off requests included
-    tok_s_share: float | None = None  # streamed tok/s over the same load's with no probe running (llm:...)
+    prompt_tok_s: float | None = None  # prompt tokens taken in over the load's span (requests with a first token)
+    tok_s_share: float | None = None  # the lower of output_share and prompt_share: what the LLM kept of its work
+    output_share: float | None = None  # streamed tok/s over the same load's with no probe running (llm:...)
+    prompt_share: float | None = None  # prompt tok/s over the same load's with no probe running
     ttft_p50_alone_ms: float | None = None  # that baseline's median TTFT
     cut_before_first_token: int = 0  # requests cut off at the end still waiting for their first token
     failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
@@ -51,7 +54,8 @@ class ConditionFigures(Model):
     interval_p99_low_ms: float | None
     interval_p99_high_ms: float | None  # None: too few chunks for an upper bound
     interval_max_ms: float | None
-    lag_p99_ms: float | None
+    lag_p99_ms: float | None  # a chunk's arrival after an unbroken playback from the utterance's first chunk
+    lateness_p99_ms: float | None = None  # ... from the moment the utterance was due (waiting for a turn counts)
     rtf_mean: float | None  # per utterance: scheduled -> last chunk, over its audio (waiting for a late start counts)
     rtf_p95: float | None
     pace_rtf: float | None  # the chunk pace: all intervals over the audio of the chunks they brought (no start wait)
@@ -65,11 +69,13 @@ class ConditionFigures(Model):
 
 class CoexistRun(RunResult):
     kind: Literal["coexist"] = "coexist"
-    version: int = 2  # 2: listeners carry the audio buffered ahead; several probes; the LLM's share; goals
+    version: int = 3  # 2: listeners carry the audio buffered ahead; several probes; the LLM's share; goals
+    # 3: lateness from the due time; the LLM's share is the lower of its output and prompt token rates' shares
     goals: dict[str, float] = Field(default_factory=dict)  # what a condition must keep to meet them
     probe: Facts = Field(default_factory=dict)
     sharing: Facts = Field(default_factory=dict)
     conditions: list[ConditionFigures] = Field(default_factory=list)
+    reference: str | None = None  # the run whose "alone" and llm: baselines judged this one (a plain server's)
 
     def request_failures(self) -> list[str]:
         """A condition whose LLM load failed measured the probe beside nothing (or less than asked): say so."""
