@@ -20,6 +20,7 @@ from servelab.core.store import RunStore
         (["coexist", "--conditions", "alone,decode", "--store", "STORE"], 2, "need --target"),
         (["coexist", "--probe", "http"], 2, "needs --tts-url"),
         (["coexist", "--lookahead", "1,x"], 2, "--lookahead"),
+        (["coexist", "--reference", "nope", "--store", "STORE"], 1, "no run 'nope'"),
         (["gateway", "--config", "STORE"], 2, "cannot read"),
         (["eval", "--suite", "nope", "--target", "x=http://h"], 2, "no eval suite 'nope'"),
         (["eval", "--suite", "quick"], 2, "needs at least one --target"),
@@ -58,3 +59,20 @@ def test_check_refuses_a_bad_argument_before_any_step(tmp_path: Path, capsys: py
         assert main(argv) == 2
         assert said in capsys.readouterr().err
     assert not store.exists() or RunStore(store).list_runs() == []
+
+
+def test_coexist_judges_against_a_reference_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CPU probe alone twice, the second judged against the first's "alone" (--reference latest): its run id
+    is stored, and the voice's lateness is judged against the reference's (a single probe's figures included)."""
+    import json
+
+    store = str(tmp_path / "s.sqlite")
+    argv = ["coexist", "--probe", "cpu", "--conditions", "alone", "--repeats", "1", "--utterances", "2"]
+    argv += ["--chunks", "10", "--store", store, "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["conditions"][0]["meets"] is None  # its own alone: nothing to judge
+    assert main([*argv, "--reference", "latest"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["reference"] == first["run_id"]
+    assert "lateness p99" in second["conditions"][0]["verdict"]

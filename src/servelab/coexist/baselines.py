@@ -24,7 +24,7 @@ def llm_baselines(figs: Sequence[ConditionFigures]) -> dict[str, LlmFigures]:
 
 
 def probes_alone(figs: Sequence[ConditionFigures]) -> dict[str, ConditionFigures]:
-    return {f.probe: f for f in figs if f.condition == "alone" and f.probe}
+    return {f.probe: f for f in figs if f.condition == "alone"}  # one probe alone: its name may be ""
 
 
 def set_shares(figs: Sequence[ConditionFigures], baselines: Mapping[str, LlmFigures]) -> None:
