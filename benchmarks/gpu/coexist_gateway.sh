@@ -5,7 +5,9 @@
 # gateway's realtime lease is held; the voice and avatar stand-ins together through the seed's layers, each LLM load
 # also with no probe. Smaller batches (--max-num-batched-tokens) and the MPS cap need their own server start: run
 # coexist.sh with SERVE_EXTRA / MPS_PCT and AVATAR=1 beside this.
-# usage: bash benchmarks/gpu/coexist_gateway.sh KIT_DIR OUT
+# REALTIME_BUDGET: the prompt tokens the gateway still sends to the local engine while the lease is held (0, the
+# default measured 2026-12-03: every new request goes external, short chats too).
+# usage: [REALTIME_BUDGET=0] bash benchmarks/gpu/coexist_gateway.sh KIT_DIR OUT
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
 export PYTHONPATH=/tmp/site:$PWD/src:/tmp/gsite HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -27,7 +29,7 @@ url = "http://127.0.0.1:8001/v1"
 model = "smollm2-135m"
 [policy]
 prefill_threshold_tokens = 8000
-realtime_prefill_budget_tokens = 0
+realtime_prefill_budget_tokens = ${REALTIME_BUDGET:-0}
 [keys]
 admin = ["bench-admin"]
 TOML
