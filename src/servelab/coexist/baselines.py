@@ -34,7 +34,10 @@ def set_shares(figs: Sequence[ConditionFigures], baselines: Mapping[str, LlmFigu
     for f in figs:
         base = parse_condition(f.condition).baseline
         ref = baselines.get(base) if base else None
-        if f.llm is None or ref is None:
+        if f.llm is None:
+            continue
+        if ref is None:  # no baseline for this load (here, or in the reference run): no share, not a stale one
+            f.llm.output_share = f.llm.prompt_share = f.llm.tok_s_share = f.llm.ttft_p50_alone_ms = None
             continue
         f.llm.output_share = _ratio(f.llm.streamed_tok_s, ref.streamed_tok_s)
         f.llm.prompt_share = _ratio(f.llm.prompt_tok_s, ref.prompt_tok_s)

@@ -73,6 +73,8 @@ def test_a_mitigation_is_judged_against_the_plain_servers_baselines() -> None:
     assert by["prefill"].llm.ttft_p50_alone_ms == pytest.approx(1000.0)
     assert by["prefill"].meets is False and by["alone"].meets is False  # its voice alone is late against plain
     assert own["prefill"].meets is True  # the run given is not changed
+    no_llm = rebase(small, result("voice only", [voice("alone", 0.01)], []))  # a reference with no llm:prefill
+    assert next(c.llm for c in no_llm.conditions if c.condition == "prefill").tok_s_share is None  # not its own
 
 
 def test_a_stored_run_is_judged_again_against_its_reference(tmp_path: Path) -> None:
