@@ -97,7 +97,7 @@ def test_external_429_and_500_leave_local_healthy(
         http.post("/admin/maintenance", json={"active": True}, headers=ADMIN)  # only external may serve
         for _ in range(3):
             reply = http.post("/v1/chat/completions", json=CHAT)
-            assert reply.status_code == status
+            assert reply.status_code == status, (reply.headers.get("x-servelab-reason"), reply.text[:400])
             assert reply.headers["x-servelab-route"] == ("external" if status == 429 else "none")
         time.sleep(0.5)
         assert gateway.health.healthy and http.get("/readyz").json()["local_healthy"]

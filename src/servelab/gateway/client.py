@@ -268,7 +268,7 @@ class HttpClient:
         base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize)."""
         data = self.request_bytes(method, path, body, root)
         for attempt in range(2):
-            conn = self._pooled() or await self._connect()
+            conn = (self._pooled() if attempt == 0 else None) or await self._connect()  # the retry: a new one
             conn._reset()
             assert conn.transport is not None
             conn.transport.write(data)
