@@ -67,7 +67,8 @@ class _Lines(logging.Handler):
     def _write(self) -> None:
         said = 0
         while True:
-            self._now.wait(self.every_s)
+            if self._now.wait(self.every_s):
+                self._now.clear()  # a drain asked for this one write, not for a writer that never sleeps again
             self.busy = bool(self.lines)
             batch = []
             while self.lines:
