@@ -241,7 +241,9 @@ class _Session:
         self.warnings += [
             f"{f.condition}: the LLM load alone streamed no token; the conditions it is the baseline of have no share"
             for f in conditions
-            if not f.probe and f.condition.startswith(LLM_ONLY) and not (f.llm and f.llm.streamed_tok_s)
+            if not f.probe
+            and f.condition.startswith(LLM_ONLY)
+            and not (f.llm and (f.llm.streamed_tok_s or f.llm.prompt_tok_s))
         ]
         judge(conditions, self.options.goals)
         result = CoexistResult(
