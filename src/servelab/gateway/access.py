@@ -45,7 +45,9 @@ class _Lines(logging.Handler):
         self.dropped = 0
         self.busy = False  # a batch taken and not yet written
         self._now = threading.Event()  # set to write at once (at exit)
-        threading.Thread(target=self._write, name="servelab-gateway-log", daemon=True).start()
+        self._closed = False
+        self._thread = threading.Thread(target=self._write, name="servelab-gateway-log", daemon=True)
+        self._thread.start()
         atexit.register(self.drain, 2.0)
 
     def drain(self, seconds: float) -> None:
@@ -54,6 +56,14 @@ class _Lines(logging.Handler):
         self._now.set()
         while (self.lines or self.busy) and time.monotonic() < deadline:
             time.sleep(0.01)
+
+    def close(self) -> None:
+        """Write what is queued and stop the writer thread (logging calls this at shutdown)."""
+        self.drain(2.0)
+        self._closed = True
+        self._now.set()
+        self._thread.join(timeout=2.0)
+        super().close()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -66,7 +76,7 @@ class _Lines(logging.Handler):
 
     def _write(self) -> None:
         said = 0
-        while True:
+        while not self._closed:
             if self._now.wait(self.every_s):
                 self._now.clear()  # a drain asked for this one write, not for a writer that never sleeps again
             self.busy = bool(self.lines)

@@ -43,6 +43,7 @@ def test_lines_are_written_in_batches_in_order() -> None:
             break
         time.sleep(0.01)
     assert not handler._now.is_set()
+    handler.close()
     lines = "".join(stream.writes).splitlines()
     assert lines == [f"line {i} 100%" for i in range(2000)]
     assert len(stream.writes) < 20  # gathered, not a write (and a thread wake-up) per line
@@ -63,5 +64,7 @@ def test_a_blocked_stream_drops_past_the_capacity_and_says_so() -> None:
     assert handler.dropped >= 300
     stream.gate.set()
     handler.drain(5.0)
+    handler.close()
     said = "".join(stream.writes)
     assert f"{handler.dropped} log lines dropped (stderr was not read)" in said
+    assert not any(t.name == "servelab-gateway-log" and t.is_alive() for t in threading.enumerate())
