@@ -50,10 +50,8 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
     t0 = utterance.scheduled_s
     audio = sum(c.audio_s for c in chunks)
     start = _start_time(chunks, lookahead_s)
-    clock, underruns, stall, lags, needed, ahead = start, 0, 0.0, [], start, []
+    clock, underruns, stall, ahead = start, 0, 0.0, []
     for chunk in chunks:
-        lags.append(chunk.arrived_s - needed)
-        needed += chunk.audio_s
         if chunk.arrived_s > start:  # playing: how much audio the listener still had when this chunk came
             ahead.append(max(0.0, clock - chunk.arrived_s))
         if chunk.arrived_s > clock:  # the buffer ran dry before this chunk came
@@ -67,7 +65,7 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
         chunks[0].arrived_s - t0,
         start - t0,
         intervals,
-        tuple(lags),
+        _late(chunks, start),
         underruns,
         stall,
         audio,
@@ -78,8 +76,9 @@ def play(utterance: Utterance, lookahead_s: float) -> Playback:
 
 
 def _late(chunks: Sequence[Chunk], due: float) -> tuple[float, ...]:
-    """How late each chunk came for a listener who wanted the utterance from the moment it was due: the first
-    chunk's is the time to first audio, a later one's grows with a slow decoder and with waiting for a turn."""
+    """How late each chunk came for a listener who wanted the utterance unbroken from ``due``: from the moment it
+    was due, the first chunk's is the time to first audio, a later one's grows with a slow decoder and with waiting
+    for a turn; from when playback started, the lags a jitter buffer sees."""
     out, needed = [], due
     for chunk in chunks:
         out.append(chunk.arrived_s - needed)

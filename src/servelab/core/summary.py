@@ -69,21 +69,19 @@ def streamed_tok_s(records: Sequence[RequestRecord]) -> float | None:
     """Tokens that arrived while a load had a request in flight (its rounds' spans, not the time between them),
     every request counted, those cut off when the load stopped included: a load's throughput even when its requests
     outlast the window (a long prefill, a slow engine) and none finished. None when nothing was sent."""
-    window = active_window_ns(records)
-    if not window:
-        return None
-    tokens = sum(output_tokens(r) if r.ok else r.client_token_count for r in records)
-    return tokens / (window / NS_PER_S)
+    return _over_window(records, sum(output_tokens(r) if r.ok else r.client_token_count for r in records))
 
 
 def prompt_tok_s(records: Sequence[RequestRecord]) -> float | None:
     """Prompt tokens taken in (requests that got a first token and whose usage says how many) over the span the
     load had a request in flight: what a long-prefill load did, which its few output tokens do not show."""
+    return _over_window(records, sum(r.prompt_tokens or 0 for r in records if r.first_token_ns is not None))
+
+
+def _over_window(records: Sequence[RequestRecord], tokens: int) -> float | None:
+    """Tokens per second of the span the load had a request in flight; None when nothing was sent."""
     window = active_window_ns(records)
-    if not window:
-        return None
-    tokens = sum(r.prompt_tokens or 0 for r in records if r.first_token_ns is not None)
-    return tokens / (window / NS_PER_S)
+    return tokens / (window / NS_PER_S) if window else None
 
 
 def active_window_ns(records: Sequence[RequestRecord]) -> int:
