@@ -2,7 +2,8 @@
 generation-token counter is sampled beside it (every 0.25 s; its rate is taken while the counter moves).
 
 usage: python bench_scale.py wrap OUT NAME URL -- CMD ...        (CMD's output to OUT/NAME.txt, engine rate to
-                                                                 OUT/NAME.engine.json)
+                                                                 OUT/NAME.engine.json, its series every 0.25 s
+                                                                 to OUT/NAME.series.json.gz)
        python bench_scale.py servelab OUT NAME URL LEVEL WORKERS [N] (servelab's library: synthetic:128:256 at LEVEL
                                                                  streams, N requests (2 x LEVEL); OUT/NAME.json)
        python bench_scale.py table DIR [DIR ...]                  (markdown: each tool's rate beside the engine's)
@@ -22,16 +23,25 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-COUNTER = re.compile(r"^vllm:generation_tokens_total(?:\{[^}]*\})? ([0-9.e+]+)$", re.M)
+# the engine's series kept beside every run (summed over labels): its token counters, its running and waiting
+# gauges, its steps (iteration_tokens: count = engine steps, sum = tokens they processed) and its inter-token time
+SERIES = (
+    "generation_tokens_total", "prompt_tokens_total", "num_requests_running", "num_requests_waiting",
+    "iteration_tokens_total_count", "iteration_tokens_total_sum", "inter_token_latency_seconds_count",
+    "inter_token_latency_seconds_sum",
+)  # fmt: skip
+LINE = re.compile(r"^vllm:(" + "|".join(SERIES) + r")(?:\{[^}]*\})? ([0-9.e+-]+)$", re.M)
 
 
-def engine_tokens(url: str) -> float | None:
+def engine_series(url: str) -> dict[str, float] | None:
     try:
         text = urllib.request.urlopen(f"{url}/metrics", timeout=2).read().decode()
     except OSError:
         return None
-    values = [float(v) for v in COUNTER.findall(text)]
-    return sum(values) if values else None
+    got: dict[str, float] = {}
+    for name, value in LINE.findall(text):
+        got[name] = got.get(name, 0.0) + float(value)
+    return got if "generation_tokens_total" in got else None
 
 
 def main_rate(samples: list[tuple[float, float]], window: int = 4) -> float | None:
@@ -50,13 +60,13 @@ def main_rate(samples: list[tuple[float, float]], window: int = 4) -> float | No
 
 
 def wrap(out: Path, name: str, url: str, cmd: list[str]) -> None:
-    samples: list[tuple[float, float]] = []
+    series: list[dict[str, float]] = []
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            if (v := engine_tokens(url)) is not None:
-                samples.append((time.perf_counter(), v))
+            if (got := engine_series(url)) is not None:
+                series.append({"t": time.perf_counter(), **got})
             done.wait(0.25)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -67,6 +77,8 @@ def wrap(out: Path, name: str, url: str, cmd: list[str]) -> None:
     wall = time.perf_counter() - start
     done.set()
     thread.join()
+    samples = [(row["t"], row["generation_tokens_total"]) for row in series]
+    (out / f"{name}.series.json.gz").write_bytes(gzip.compress(json.dumps(series).encode()))
     got = {"name": name, "rc": rc, "wall_s": wall, "engine_tok_s": main_rate(samples), "samples": len(samples)}
     (out / f"{name}.engine.json").write_text(json.dumps(got))
     print(json.dumps(got), flush=True)
