@@ -5,7 +5,13 @@
 # usage: API_SERVERS=N LEVELS=... [REQ_FACTOR=4] [BUDGET_S=560] bash benchmarks/gpu/scale_step.sh KIT OUT PACK_DIR
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; PACK=${3:?pack dir}; mkdir -p "$OUT" "$PACK"
-KEEP=1 timeout "${BUDGET_S:-560}" bash benchmarks/gpu/bench_scale.sh "$KIT" "$OUT" 2>&1 | tee -a "$OUT/step.log"
+# its own process group, ended whole at the budget: `timeout CMD | tee` waited for the tool CMD had started
+KEEP=1 setsid bash benchmarks/gpu/bench_scale.sh "$KIT" "$OUT" >>"$OUT/step.log" 2>&1 &
+STEP=$!; END=$((SECONDS + ${BUDGET_S:-560}))
+while kill -0 "$STEP" 2>/dev/null && ((SECONDS < END)); do sleep 1; done
+kill -- -"$STEP" 2>/dev/null && echo "scale_step: budget of ${BUDGET_S:-560} s reached, step stopped" >>"$OUT/step.log"
+wait "$STEP" 2>/dev/null
+grep -v '^(ApiServer\|^(EngineCore' "$OUT/step.log" | tail -30
 python3 benchmarks/gpu/bench_scale.py table "$OUT" >"$OUT/table.md" 2>&1
 tar czf "$PACK/$(basename "$OUT")-$(date +%H%M%S).tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 cat "$OUT/table.md"

@@ -3,8 +3,12 @@
 - **client**: a load-generating process used (nearly) a full core, or its event loop ran behind in a quarter of
   its ticks or more (busy, or starved of CPU by something else on its cores): the load it offered was its own
   ceiling.
-- **engine**: requests queue in the engine's scheduler (its ``waiting`` gauge) or its KV cache is full; or the
-  engine ran every request the client had in flight, so its step time set the speed.
+- **engine**: the engine had the client's requests for most of the time they were in flight (its own clocks: the
+  request-seconds in its queue, prefill and decode, from its histograms' sums, against the client's): whatever
+  else was busy, its step time at this batch set the speed (measured on the H200: a frontend at 95% of a core or a
+  load process at 93% beside an engine holding 72-96% did not move the rate when relieved); also when requests
+  queue in the engine's scheduler (its ``waiting`` gauge), its KV cache is full, or it ran every request the client
+  had in flight.
 - **server frontend**: the server's HTTP process (vLLM's API server: parsing, tokenizing, streaming back) was
   the ceiling: on this host, a process holding the target's port used (nearly) a full core; from /metrics, most of
   the server's own TTFT was spent outside the engine's queue and prefill, or the client had more requests in flight
@@ -42,6 +46,8 @@ FRONTEND_TTFT_MS = 250.0  # ... and at least this long
 MIN_SCRAPES = 4  # an in-flight comparison on fewer scrapes says nothing
 ENGINE_WAITING_SHARE = 0.05  # of the in-flight requests waiting in the engine's queue
 KV_FULL = 0.95
+ENGINE_HELD = 0.6  # of the client's request-seconds in flight spent in the engine (queue, prefill, decode)
+CLIENT_OCCUPANCY = 0.8  # of a closed loop's streams with a request in flight, between its first and last send
 
 
 def client_evidence(clients: Sequence[ClientLoad], records: Sequence[RequestRecord]) -> dict[str, Scalar]:
@@ -65,9 +71,16 @@ def _p99(values: list[int]) -> float:
 def client_limited(ev: dict[str, Scalar]) -> str | None:
     """Why the client was the throughput limit, or None: a load process at a full core, or one whose event loop
     ran behind most of the time (starved of CPU by something else on its cores, or busy)."""
-    cpu, late = ev["client_cpu_max"], ev["loop_late_share_max"]
-    if isinstance(cpu, float) and cpu >= CLIENT_CPU:
-        return f"a load process used {cpu:.0%} of a core"
+    return _client_cpu(ev) or _client_late(ev)
+
+
+def _client_cpu(ev: dict[str, Scalar]) -> str | None:
+    cpu = ev["client_cpu_max"]
+    return f"a load process used {cpu:.0%} of a core" if isinstance(cpu, float) and cpu >= CLIENT_CPU else None
+
+
+def _client_late(ev: dict[str, Scalar]) -> str | None:
+    late = ev["loop_late_share_max"]
     if isinstance(late, float) and late >= CLIENT_LATE_SHARE:
         return f"a load process's event loop was 5 ms or more behind in {late:.0%} of its 10 ms ticks"
     return None
@@ -121,7 +134,28 @@ def server_evidence(records: Sequence[RequestRecord], samples: Sequence[Sample])
         ev["engine_tok_s"] = round((tokens[1] - tokens[0]) / ((last.at_ns - first.at_ns) / 1e9), 1)
     before = [s for s in samples if sends and s.at_ns <= sends[0]]
     ev.update(_server_means(before[-1] if before else first, samples[-1]))
+    ev.update(_engine_held(records, before[-1] if before else first, samples[-1]))
     return ev
+
+
+def _engine_held(records: Sequence[RequestRecord], first: Sample, last: Sample) -> dict[str, Scalar]:
+    """The share of the requests' time in flight (the client's: sent to end) that the engine had them: the
+    request-seconds in its queue, prefill and decode over the step (its histograms' sums: inter-token times as
+    tokens come, queue and prefill times as requests end), over the client's request-seconds. Low when requests
+    waited elsewhere: in the server's frontend, or as replies unread by the client. Needs the inter-token sum;
+    counts every client of the server, so another load beside this one raises it."""
+    delta = {n: _moved(first, last, n) for n in ("itl_sum", "queue_time_sum", "prefill_time_sum")}
+    client = sum(r.end_ns - r.sent_ns for r in records if r.sent_ns is not None and r.end_ns is not None) / 1e9
+    if delta["itl_sum"] is None or client <= 0:
+        return {}
+    held = sum(v for v in delta.values() if v is not None)
+    return {"engine_held_s": round(held, 2), "client_in_flight_s": round(client, 2),
+            "engine_held_share": round(held / client, 3)}  # fmt: skip
+
+
+def _moved(first: Sample, last: Sample, name: str) -> float | None:
+    a, b = figure(first.values, name), figure(last.values, name)
+    return b - a if a is not None and b is not None else None
 
 
 def _server_means(first: Sample, last: Sample) -> dict[str, Scalar]:
@@ -165,12 +199,56 @@ def bottleneck(
         ev["frontend_processes"] = len([c for c in frontend_cpu if c >= 0.05]) or 1
         ev["frontend_cpu_max"] = round(frontend_cpu[0], 3)
     note = client_note(ev, open_loop)
-    if why := client_limited(ev):
-        return _client_limit(why, note, ev)
     ev.update(server_evidence(records, samples))
-    if not _frontend_cpu(ev) and (why := _replies_waiting_on_client(ev)):
+    held = ev.get("engine_held_share")
+    if not open_loop:
+        ev["client_occupancy"] = _occupancy(records, sum(c.in_flight_max for c in clients if c.died is None))
+    if isinstance(held, float) and held >= ENGINE_HELD:
+        if why := _streams_left_idle(ev):
+            return _client_limit(why, note, ev)
+        return _engine_side(ev, _joined(note, _also_busy(ev)))
+    if why := _client_cpu(ev):
+        return _client_limit(why, note, ev)
+    if why := _frontend_cpu(ev):
+        return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, note=note, evidence=ev)
+    if why := _client_late(ev) or _replies_waiting_on_client(ev):
         return _client_limit(why, note, ev)
     return _server_side(ev).model_copy(update={"note": note})
+
+
+def _occupancy(records: Sequence[RequestRecord], streams: int) -> float | None:
+    """The closed loop's mean requests in flight over its streams, from its first to its last send (after that
+    its streams empty as the last requests end); None for a single wave."""
+    sends = in_flight_at(records)[0]
+    if streams <= 0 or len(sends) < 2 or sends[-1] <= sends[0]:
+        return None
+    lo, hi = sends[0], sends[-1]
+    spans = [(r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None]
+    busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
+    return round(busy / (hi - lo) / streams, 3)
+
+
+def _streams_left_idle(ev: dict[str, Scalar]) -> str | None:
+    """A closed loop that left its streams without a request much of the time, while it was itself busy or behind:
+    the engine had what was sent, but the client sent too little."""
+    occupancy, cpu_or_late = ev.get("client_occupancy"), client_limited(ev) or _client_behind(ev)
+    if isinstance(occupancy, float) and occupancy < CLIENT_OCCUPANCY and cpu_or_late:
+        return (
+            f"its streams had a request in flight {occupancy:.0%} of the time (the engine had those "
+            f"{ev['engine_held_share']:.0%} of theirs), and it was behind: "
+            + (client_limited(ev) or "its event loop or its reads ran late")
+        )
+    return None
+
+
+def _also_busy(ev: dict[str, Scalar]) -> str | None:
+    """What was near its own limit beside an engine that held the requests: it would be next, not the limit."""
+    said = [why for why in (client_limited(ev), _frontend_cpu(ev)) if why]
+    return f"near its limit too, not what set the rate: {'; '.join(said)}" if said else None
+
+
+def _joined(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
 
 
 def _client_limit(why: str, note: str | None, ev: dict[str, Scalar]) -> Bottleneck:
@@ -249,8 +327,7 @@ FRONTEND_HINT = "vLLM: raise --api-server-count (or put more replicas behind a r
 
 
 def _server_side(ev: dict[str, Scalar]) -> Bottleneck:
-    flight, waiting = ev.get("in_flight_mean"), ev.get("engine_waiting_mean")
-    running, kv = ev.get("engine_running_mean"), ev.get("kv_usage_max")
+    flight, running = ev.get("in_flight_mean"), ev.get("engine_running_mean")
     if why := _frontend_cpu(ev):
         return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, evidence=ev)
     if not isinstance(flight, float) or not isinstance(running, float):
@@ -262,17 +339,8 @@ def _server_side(ev: dict[str, Scalar]) -> Bottleneck:
             "to say which part of it was",
             evidence=ev,
         )
-    if isinstance(waiting, float) and waiting >= max(1.0, ENGINE_WAITING_SHARE * flight):
-        return Bottleneck(
-            limit="engine",
-            reason=f"the engine was full: {waiting:.1f} requests waiting in its queue on average beside "
-            f"{running:.1f} running" + (f", KV cache {kv:.0%} used at most" if isinstance(kv, float) else ""),
-            hint="more KV memory (--gpu-memory-utilization, a smaller --max-model-len), a higher --max-num-seqs "
-            "if KV is not full, or more GPUs",
-            evidence=ev,
-        )
-    if isinstance(kv, float) and kv >= KV_FULL:
-        return Bottleneck(limit="engine", reason=f"the engine's KV cache was {kv:.0%} full", evidence=ev)
+    if (full := _engine_full(ev)) is not None:
+        return full
     if why := _frontend(ev):
         return Bottleneck(limit="server frontend", reason=why, hint=FRONTEND_HINT, evidence=ev)
     return Bottleneck(
@@ -281,3 +349,34 @@ def _server_side(ev: dict[str, Scalar]) -> Bottleneck:
         "none queued): its step time at this batch set the speed",
         evidence=ev,
     )
+
+
+def _engine_side(ev: dict[str, Scalar], note: str | None) -> Bottleneck:
+    """The engine had the requests most of the time they were in flight: full (queue, KV) or at its step time."""
+    if (full := _engine_full(ev)) is not None:
+        return full.model_copy(update={"note": note})
+    return Bottleneck(
+        limit="engine",
+        reason=f"the engine had the requests for {ev['engine_held_share']:.0%} of the time they were in flight "
+        "(its queue, prefill and decode, from its own clocks): its step time at this batch set the speed",
+        note=note,
+        evidence=ev,
+    )
+
+
+def _engine_full(ev: dict[str, Scalar]) -> Bottleneck | None:
+    flight, waiting = ev.get("in_flight_mean"), ev.get("engine_waiting_mean")
+    running, kv = ev.get("engine_running_mean"), ev.get("kv_usage_max")
+    if isinstance(waiting, float) and isinstance(flight, float) and waiting >= max(1.0, ENGINE_WAITING_SHARE * flight):
+        return Bottleneck(
+            limit="engine",
+            reason=f"the engine was full: {waiting:.1f} requests waiting in its queue on average"
+            + (f" beside {running:.1f} running" if isinstance(running, float) else "")
+            + (f", KV cache {kv:.0%} used at most" if isinstance(kv, float) else ""),
+            hint="more KV memory (--gpu-memory-utilization, a smaller --max-model-len), a higher --max-num-seqs "
+            "if KV is not full, or more GPUs",
+            evidence=ev,
+        )
+    if isinstance(kv, float) and kv >= KV_FULL:
+        return Bottleneck(limit="engine", reason=f"the engine's KV cache was {kv:.0%} full", evidence=ev)
+    return None

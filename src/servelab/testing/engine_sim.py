@@ -8,7 +8,10 @@ or to hold requests in its HTTP frontend, on demand).
 - The **engine** runs at most ``max_running`` requests; every ``step_ms`` each running request gets one token, so
   its token rate is capped at ``max_running / step_ms``; the rest wait in its queue.
 - ``GET /metrics`` publishes ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
-  ``vllm:kv_cache_usage_perc`` (running / max_running) and ``vllm:generation_tokens_total`` as vLLM names them.
+  ``vllm:kv_cache_usage_perc`` (running / max_running), ``vllm:generation_tokens_total`` and, on the engine's clock
+  as vLLM keeps them, the sums of its inter-token times (``vllm:inter_token_latency_seconds_sum``, as tokens come),
+  queue times and prefill times (``vllm:request_queue_time_seconds_sum``, ``..._prefill_time_...``, as requests
+  end) as vLLM names them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ Writer = asyncio.StreamWriter
 class _Request:
     tokens: int
     out: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)  # a token's index; None: done
+    queued_at: float = field(default_factory=time.perf_counter)
+    scheduled_at: float = 0.0
+    last_token_at: float = 0.0
+    prefill_s: float = 0.0  # scheduled -> first token
 
 
 @dataclass
@@ -36,20 +43,33 @@ class SimEngine:
     running: list[_Request] = field(default_factory=list)
     waiting: list[_Request] = field(default_factory=list)
     generated: int = 0
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("itl", "queue", "prefill"), 0.0))
     _admit: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def step_loop(self) -> None:
         while True:
             await asyncio.sleep(self.step_ms / 1000)
+            now = time.perf_counter()
             while self.waiting and len(self.running) < self.max_running:
                 self.running.append(self.waiting.pop(0))
+                self.running[-1].scheduled_at = now
             for req in list(self.running):
-                req.tokens -= 1
-                self.generated += 1
-                req.out.put_nowait(req.tokens)
-                if req.tokens <= 0:
-                    req.out.put_nowait(None)
-                    self.running.remove(req)
+                self._token(req, now)
+
+    def _token(self, req: _Request, now: float) -> None:
+        if req.last_token_at:
+            self.sums["itl"] += now - req.last_token_at
+        else:
+            req.prefill_s = now - req.scheduled_at
+        req.last_token_at = now
+        req.tokens -= 1
+        self.generated += 1
+        req.out.put_nowait(req.tokens)
+        if req.tokens <= 0:
+            req.out.put_nowait(None)
+            self.running.remove(req)
+            self.sums["queue"] += req.scheduled_at - req.queued_at
+            self.sums["prefill"] += req.prefill_s
 
     async def submit(self, tokens: int) -> _Request:
         async with self._admit:  # the frontend: one request at a time
@@ -68,6 +88,9 @@ class SimEngine:
             f'vllm:num_requests_waiting{{engine="0"}} {len(self.waiting)}',
             f'vllm:kv_cache_usage_perc{{engine="0"}} {len(self.running) / self.max_running}',
             f'vllm:generation_tokens_total{{engine="0"}} {self.generated}',
+            f'vllm:inter_token_latency_seconds_sum{{engine="0"}} {self.sums["itl"]}',
+            f'vllm:request_queue_time_seconds_sum{{engine="0"}} {self.sums["queue"]}',
+            f'vllm:request_prefill_time_seconds_sum{{engine="0"}} {self.sums["prefill"]}',
         ]
         return ("\n".join(lines) + "\n").encode()
 
