@@ -97,3 +97,14 @@ def test_without_the_engines_clocks_the_rules_before_them_still_hold() -> None:
     got = bottleneck(records, samples, _client(0.95), False, [0.5])
     assert got.limit == "client" and "engine_held_share" not in got.evidence
     assert bottleneck(records, samples, _client(0.3), False, [1.0]).limit == "server frontend"
+
+
+def test_requests_mostly_outside_the_engine_of_a_remote_server_are_its_frontend() -> None:
+    """A server on another host (no process of it to read the CPU of), a client that kept up, and an engine that had
+    the requests 40% of their time in flight, its running gauge reading all of them (last-reported, stale under a
+    saturated frontend): the frontend, not "the engine ran every request"."""
+    records, samples = _step(held=0.40)
+    samples = [Sample(s.at_ns, dict(s.values, **{"vllm:num_requests_running": 8.0})) for s in samples]
+    got = bottleneck(records, samples, _client(0.3), False)
+    assert got.limit == "server frontend", got
+    assert "only 40%" in got.reason

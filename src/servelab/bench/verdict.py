@@ -320,6 +320,12 @@ def _frontend(ev: dict[str, Scalar]) -> str | None:
             f"the client had {flight:.1f} requests in flight on average, the engine counted "
             f"{running:.1f} running and {queued:.1f} waiting: {ev['not_in_engine_share']:.0%} were in the frontend"
         )
+    held = ev.get("engine_held_share")
+    if isinstance(held, float) and held < ENGINE_HELD:  # reached once the client was found keeping up
+        return (
+            f"the engine had the requests only {held:.0%} of the time they were in flight (its own clocks) while "
+            "the client kept up: the rest they spent in the server's frontend (or on the network to it)"
+        )
     return None
 
 
