@@ -1,18 +1,20 @@
 """Which side limited a step: the load generator, the server's HTTP frontend or the engine, with the evidence.
 
-- **client**: a load-generating process used (nearly) a full core, or its event loop ran behind in a quarter of
-  its ticks or more (busy, or starved of CPU by something else on its cores): the load it offered was its own
-  ceiling.
+- **client**: a closed loop left its streams without a request much of the time while it was behind; or, unless
+  the engine's clocks show it had the requests most of their time (then the client is only named as near its
+  limit), a load-generating process used (nearly) a full core, or its event loop ran behind in a quarter of its
+  ticks or more (busy, or starved of CPU by something else on its cores): the load it offered was its own ceiling.
 - **engine**: the engine had the client's requests for most of the time they were in flight (its own clocks: the
   request-seconds in its queue, prefill and decode, from its histograms' sums, against the client's): whatever
   else was busy, its step time at this batch set the speed (measured on the H200: a frontend at 95% of a core or a
-  load process at 93% beside an engine holding 72-96% did not move the rate when relieved); also when requests
+  load process at 89-98% beside an engine holding 79-98% barely moved the rate when relieved); also when requests
   queue in the engine's scheduler (its ``waiting`` gauge), its KV cache is full, or it ran every request the client
   had in flight.
 - **server frontend**: the server's HTTP process (vLLM's API server: parsing, tokenizing, streaming back) was
   the ceiling: on this host, a process holding the target's port used (nearly) a full core; from /metrics, most of
-  the server's own TTFT was spent outside the engine's queue and prefill, or the client had more requests in flight
-  than the engine counted running or waiting.
+  the server's own TTFT was spent outside the engine's queue and prefill, the client had more requests in flight
+  than the engine counted running or waiting, or (a client that kept up) the engine's clocks show it had the
+  requests less than 60% of their time.
 - **server**: the client was not the limit and the server publishes no /metrics to say which part was.
 
 Apart from the limit, a client whose event loop ran late or that read the received bytes late has its latency
