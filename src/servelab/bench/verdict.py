@@ -233,12 +233,12 @@ def _occupancy(records: Sequence[RequestRecord], streams: int) -> float | None:
 def _streams_left_idle(ev: dict[str, Scalar]) -> str | None:
     """A closed loop that left its streams without a request much of the time, while it was itself busy or behind:
     the engine had what was sent, but the client sent too little."""
-    occupancy, cpu_or_late = ev.get("client_occupancy"), client_limited(ev) or _client_behind(ev)
-    if isinstance(occupancy, float) and occupancy < CLIENT_OCCUPANCY and cpu_or_late:
+    occupancy = ev.get("client_occupancy")
+    behind = client_limited(ev) or ("its event loop or its reads ran late" if _client_behind(ev) else None)
+    if isinstance(occupancy, float) and occupancy < CLIENT_OCCUPANCY and behind:
         return (
             f"its streams had a request in flight {occupancy:.0%} of the time (the engine had those "
-            f"{ev['engine_held_share']:.0%} of theirs), and it was behind: "
-            + (client_limited(ev) or "its event loop or its reads ran late")
+            f"{ev['engine_held_share']:.0%} of theirs), and it was behind: {behind}"
         )
     return None
 
