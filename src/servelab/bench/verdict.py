@@ -166,10 +166,9 @@ def _server_means(first: Sample, last: Sample) -> dict[str, Scalar]:
     of its TTFT outside the engine's queue and prefill: the frontend's."""
     out: dict[str, Scalar] = {}
     for name in ("server_ttft", "queue_time", "prefill_time"):
-        got = [(figure(s.values, f"{name}_sum"), figure(s.values, f"{name}_count")) for s in (first, last)]
-        (s0, c0), (s1, c1) = got
-        if s0 is not None and c0 is not None and s1 is not None and c1 is not None and c1 - c0 > 0:
-            out[f"{name}_mean_ms"] = round((s1 - s0) / (c1 - c0) * 1000, 2)
+        total, count = _moved(first, last, f"{name}_sum"), _moved(first, last, f"{name}_count")
+        if total is not None and count is not None and count > 0:
+            out[f"{name}_mean_ms"] = round(total / count * 1000, 2)
     ttft, queue, prefill = (out.get(f"{n}_mean_ms") for n in ("server_ttft", "queue_time", "prefill_time"))
     if isinstance(ttft, float) and isinstance(queue, float) and isinstance(prefill, float):
         out["frontend_ttft_ms"] = round(max(0.0, ttft - queue - prefill), 2)
