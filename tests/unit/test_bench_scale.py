@@ -303,7 +303,7 @@ def test_a_client_starved_by_other_processes_is_called_the_limit(sim: Target, tm
     # loop or its reads ran late: each rule names the client.
     late_ticks = ev["loop_late_share_max"] >= 0.25
     read_late = ev["loop_lag_p99_ms"] >= 20.0 or ev["read_late_p99_ms"] >= 5.0
-    idle_streams = ev["client_occupancy"] < 0.8 and "streams had a request in flight" in verdict["reason"]
+    idle_streams = ev["client_occupancy"] < 0.9 and "streams had a request in flight" in verdict["reason"]
     assert late_ticks or idle_streams or (read_late and "waiting on the client" in verdict["reason"]), verdict
 
 

@@ -38,6 +38,7 @@ class Bottleneck(Model):
     reason: str  # one sentence with the evidence
     hint: str | None = None  # what to change
     note: str | None = None  # the client's own delay in the latency figures, whatever limited the throughput
+    near: list[Limit] = Field(default_factory=list)  # other sides near their own limits: relieved, it moves there
     evidence: dict[str, Scalar] = Field(default_factory=dict)
 
 
