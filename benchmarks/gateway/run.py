@@ -11,7 +11,7 @@ generator, the upstream and the proxies are pinned to separate cores (taskset / 
 Added = the path's percentile minus direct's. Ratios printed: LiteLLM's added over servelab's.
 
 usage: python benchmarks/gateway/run.py [--levels 1,64,256] [--rounds 3] [--seconds 6] [--workers N]
-       [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst] [--tokens 4,32] [--relay]
+       [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst] [--tokens 4,32] [--relay] [--c-relay]
        [--busy-poll US] [--variant LABEL=JSON ...] [--awake]
 """
 
@@ -185,6 +185,16 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def c_relay() -> str:
+    """benchmarks/gateway/relay.c built with the host's C compiler into a temporary folder."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit("--c-relay needs a C compiler (cc or gcc)")
+    binary = Path(tempfile.mkdtemp()) / "relay"
+    subprocess.run([cc, "-O2", "-o", str(binary), str(Path(__file__).with_name("relay.c"))], check=True)
+    return str(binary)
+
+
 def start_paths(
     args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[bytes]], owners: dict[str, int]
 ) -> dict[str, str]:
@@ -200,6 +210,13 @@ def start_paths(
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
         paths["bare TCP relay (uvloop)"] = f"http://127.0.0.1:{port}/schedule"
         owners["bare TCP relay (uvloop)"] = procs[-1].pid
+        wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
+    if args.c_relay:  # the same floor compiled (relay.c, epoll): what is the hop's and what is Python's
+        port = free_port()
+        argv = [c_relay(), "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
+        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
+        paths["bare TCP relay (C, epoll)"] = f"http://127.0.0.1:{port}/schedule"
+        owners["bare TCP relay (C, epoll)"] = procs[-1].pid
         wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
     quiet = subprocess.DEVNULL  # a gateway's stdout and stderr (its access log: a line a request)
     for workers, (label, server) in itertools.product(dict.fromkeys((1, args.workers)), gateway_variants(args)):
@@ -284,6 +301,7 @@ def main() -> None:
         help="also measure the gateway with these [server] fields, e.g. 'no-poll={\"first_byte_poll_ms\": 0}'",
     )
     ap.add_argument("--relay", action="store_true", help="also measure a bare TCP relay (the floor for a proxy)")
+    ap.add_argument("--c-relay", action="store_true", help="also a compiled bare relay (relay.c: the hop's own floor)")
     ap.add_argument("--awake", action="store_true", help="keep every pinned core from idling (see keep_awake)")
     args = ap.parse_args()
     cores = Cores(args.workers)
