@@ -300,10 +300,16 @@ class Gateway:
         response = attempt.opened.response
         gauge = self.metrics.flight(attempt.route)
         gauge.inc()
+        idle = self.config.policy.idle_timeout_s
         try:
-            content = attempt.opened.first + await response.read_all(self.config.max_body_bytes * 4)
+            content = attempt.opened.first + await response.read_all(self.config.max_body_bytes * 4, idle)
         except UpstreamError as exc:
             return error(502, f"{attempt.route} upstream failed mid-response: {exc}", "upstream_error")
+        except TimeoutError:  # stalled mid-body with its connection open: the client is not held past the bound
+            self.metrics.idle_timeouts.labels(attempt.route).inc()
+            self._count(attempt.route, decision.reason, 504)
+            message = f"{attempt.route} upstream sent nothing for {idle:g} s mid-response"
+            return error(504, message, "upstream_idle", headers)
         finally:
             response.close()
             gauge.dec()

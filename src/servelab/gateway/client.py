@@ -222,15 +222,21 @@ class UpstreamResponse:
         if transport is not None and not self._conn.closed:
             transport.pause_reading() if paused else transport.resume_reading()
 
-    async def read_all(self, limit: int = 64 * 2**20) -> bytes:
+    async def read_all(self, limit: int = 64 * 2**20, idle_s: float | None = None) -> bytes:
+        """The rest of the body, at most ``limit`` bytes; with ``idle_s``, TimeoutError when no byte came for that
+        long (an upstream that stalls mid-body with its connection open)."""
         out, size = [], 0
-        while piece := await self.read():
+        while piece := await (self._read_within(idle_s) if idle_s else self.read()):
             size += len(piece)
             if size > limit:
                 self.close()
                 raise UpstreamError(f"upstream body over {limit} bytes", before_head=False)
             out.append(piece)
         return b"".join(out)
+
+    async def _read_within(self, seconds: float) -> bytes:
+        async with asyncio.timeout(seconds):
+            return await self.read()
 
     def release(self) -> None:
         """Give the connection back when the response is complete, else close it (an abort upstream)."""

@@ -167,6 +167,28 @@ def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpst
 
 
 @pytest.mark.parametrize("stream", [True, False])
+def test_an_upstream_that_stalls_mid_body_does_not_hold_the_client(upstream: HostileUpstream, stream: bool) -> None:
+    """A hostile upstream FIXTURE that answers 200, sends the first bytes of its body and then nothing while
+    keeping the connection open: a whole answer is a 504 at the idle bound, a stream ends in band with an
+    upstream_idle event; both counted, and the gateway serves the next request."""
+    cfg = config(url(upstream, "stallbody"))
+    cfg.policy.idle_timeout_s = 0.5
+    with running(cfg) as (base, _):
+        began = time.monotonic()
+        reply = httpx.post(f"{base}/v1/chat/completions", json={**CHAT, "stream": stream}, headers=AUTH, timeout=20)
+        took = time.monotonic() - began
+        metrics = httpx.get(f"{base}/metrics", headers={"authorization": "Bearer metrics-key"}).text
+        health = httpx.get(f"{base}/healthz", timeout=5)
+    assert took < 5, took  # the idle bound, not the upstream's hour
+    if stream:
+        assert reply.status_code == 200 and '"upstream_idle"' in reply.text, reply.text
+    else:
+        assert reply.status_code == 504 and reply.json()["error"]["type"] == "upstream_idle", reply.text
+    assert 'servelab_gateway_idle_timeouts_total{route="local"} 1.0' in metrics
+    assert health.status_code == 200
+
+
+@pytest.mark.parametrize("stream", [True, False])
 def test_an_upstream_head_that_never_ends_is_cut_off(upstream: HostileUpstream, stream: bool) -> None:
     """A hostile upstream FIXTURE that answers 200 and then header lines without end (64 MiB if taken): the
     gateway stops reading at its head limit and answers 503 with why, well before the read timeout, holding no
