@@ -41,7 +41,7 @@ class Policy(_Finite):
     unhealthy_after: int = Field(default=2, ge=1)  # consecutive failed health checks
     healthy_after: int = Field(default=2, ge=1)  # consecutive good ones to come back
     keepalive_s: float = Field(default=10.0, ge=0.0)  # a stream silent this long gets ": keep-alive" comments (0: off)
-    idle_timeout_s: float = Field(default=120.0, gt=0.0)  # a started stream silent this long is ended in band
+    idle_timeout_s: float = Field(default=120.0, gt=0.0)  # an answer silent this long mid-body: ended (in band, or 504)
 
 
 class Keys(BaseModel):
