@@ -115,7 +115,8 @@ def _tool_rate(d: Path, name: str) -> tuple[float | None, float | None, str]:
     if (d / f"{name}.json").exists() and name.startswith("servelab"):
         got = json.loads((d / f"{name}.json").read_text())
         b = got.get("bottleneck") or {}
-        return got["tok_s"], got["ttft_p50_ms"], f"{b.get('limit', '-')}: {b.get('reason', '')}"
+        near = f" ({', '.join(b['near'])} near too)" if b.get("near") else ""
+        return got["tok_s"], got["ttft_p50_ms"], f"{b.get('limit', '-')}{near}: {b.get('reason', '')}"
     if name.startswith("vllm") and (d / f"{name}.json").exists():
         got = json.loads((d / f"{name}.json").read_text())
         return got.get("output_throughput"), got.get("median_ttft_ms"), ""
