@@ -84,13 +84,17 @@ def judge(ev: dict[str, Scalar], note: str | None = None) -> Bottleneck:
         said, near = _also(ev, "engine", note)
         return full.model_copy(update={"note": said, "near": near})
     if isinstance(held, float) and held >= ENGINE_HELD:
-        why = f"the engine had the requests for {held:.0%} of the time they were in flight (its queue, prefill and "
-        return _named(
-            "engine", why + "decode, from its own clocks): its step time at this batch set the speed", note, ev
-        )
+        return _named("engine", _engine_had(held), note, ev)
     if why := _replies_waiting_on_client(ev):
         return _named("client", why, note, ev)
     return _server_side(ev, note)
+
+
+def _engine_had(held: float) -> str:
+    return (
+        f"the engine had the requests for {held:.0%} of the time they were in flight (its queue, prefill and "
+        "decode, from its own clocks): its step time at this batch set the speed"
+    )
 
 
 def _frontend_held_them(ev: dict[str, Scalar], held: Scalar | None) -> bool:
