@@ -264,12 +264,13 @@ STARVED = """
 import json, os, sys
 from dataclasses import replace
 from pathlib import Path
-os.sched_setaffinity(0, {0})
 from servelab.bench import Load, bottleneck, run_bench
 from servelab.core.store import RunStore
 from servelab.load import Target
 from servelab.load.scenarios import load_scenario
 scenario = replace(load_scenario("code-chat"), concurrency=8)
+os.sched_setaffinity(0, {0})  # imported first at full speed; from here on it runs at nice 10 beside three busy
+os.nice(10)  # processes on its one core: about a thirtieth of it, so its loop waits whenever it has work
 result = run_bench(RunStore(Path(sys.argv[2]) / "runs.sqlite"), [Target("sim", sys.argv[1], "sim")], [scenario],
                    Load(requests=48, warmup=0, max_tokens=40, workers=1), scrape_interval=0.1)
 (step,) = result.stored.steps
@@ -281,9 +282,10 @@ HOG = "import os\nos.sched_setaffinity(0, {0})\nwhile True:\n    pass"
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core for the server beside the starved one")
 @pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
 def test_a_client_starved_by_other_processes_is_called_the_limit(sim: Target, tmp_path: Path) -> None:
-    """The load process confined to one core with three busy processes, at the lowest priority: it gets little of
-    the core, so its own CPU share is low, but its event loop runs behind most of the time: the verdict is the
-    client."""
+    """The load process confined to one core with three busy processes, at nice 10 against their 0: it gets little
+    of the core, so its own CPU share is low, but its event loop runs behind whenever it has work: the verdict is
+    the client. (At the same priority as the busy processes, the scheduler's preference for a waking task let it
+    keep up on a quiet machine: CI saw "engine", the engine holding 98% of the requests' time.)"""
     import json
 
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)]
