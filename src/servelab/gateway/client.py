@@ -3,7 +3,9 @@ connections in a last-in-first-out pool per upstream (taking or giving one back 
 holds), body pieces handed on as each network read brings them.
 
 A pooled connection the server closed meanwhile fails before any response byte; that request is sent once
-more on a fresh connection (nothing of it reached the upstream's handler). Any other failure before the
+more on a fresh connection (nothing of it reached the upstream's handler). A connection that brings bytes after
+an answer is complete (in the same read, or while pooled) is closed, never reused: they would be taken for the
+next request's answer. Any other failure before the
 response head raises :class:`UpstreamError`; after it, :meth:`UpstreamResponse.read` raises it. Closing a
 response before its end closes the connection, which an OpenAI-compatible engine takes as an abort.
 """
@@ -56,6 +58,7 @@ class _Conn(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.reused = False
+        self.idle = False  # in the pool, no request on it: any byte arriving now is not an answer to anything
         self.aborted = False  # closed by this side (so a close does not end a body framed by the close)
         self._reset()
 
@@ -92,6 +95,8 @@ class _Conn(asyncio.Protocol):
                 self.sink.failed(self.error)
 
     def data_received(self, data: bytes) -> None:
+        if self.idle:  # unasked bytes (a stray answer, an idle server's 408): parsed, they would answer the next
+            return self.abort()  # request sent on this connection, so it is dropped from the pool instead
         self.got_bytes = True
         if not self.head.done():
             self.head_bytes += len(data)
@@ -117,6 +122,10 @@ class _Conn(asyncio.Protocol):
             self.abort()
 
     # parser callbacks
+    def on_message_begin(self) -> None:
+        if self.done:  # more bytes after the answer, and no request asked for them: the connection is not reused
+            self.keep = False
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self.fields.append((name.lower(), value))
         self.field_bytes += len(name) + len(value)
@@ -306,7 +315,7 @@ class HttpClient:
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                conn.reused = True
+                conn.reused, conn.idle = True, False
                 return conn
         return None
 
@@ -326,6 +335,7 @@ class HttpClient:
         if len(self._idle) >= self.max_idle:
             conn.abort()
             return
+        conn.idle, conn.sink = True, None  # the finished answer's sink gets nothing more from this connection
         self._idle.append(conn)
 
     async def get(self, path: str, timeout: float, root: bool = False) -> tuple[int, bytes]:

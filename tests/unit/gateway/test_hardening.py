@@ -166,6 +166,26 @@ def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpst
     assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend", reply.text
 
 
+@pytest.mark.parametrize(("mode", "stream"), [("stray", True), ("stray", False), ("straylater", True)])
+def test_bytes_after_an_upstream_answer_never_answer_the_next_request(
+    upstream: HostileUpstream, mode: str, stream: bool
+) -> None:
+    """A hostile upstream FIXTURE that follows each answer with the head of an unasked one (in the same read, or
+    while the connection sits in the pool) and sends its body after the next request on that connection: a
+    gateway that reused the connection would hand that body to the next client as its answer. Every request gets
+    its own answer."""
+    replies = []
+    with running(config(url(upstream, mode))) as (base, _):
+        for _ in range(4):
+            replies.append(
+                httpx.post(f"{base}/v1/chat/completions", json={**CHAT, "stream": stream}, headers=AUTH, timeout=10)
+            )
+            time.sleep(0.4)  # the unasked head arrives while the connection is idle (straylater)
+    for reply in replies:
+        assert reply.status_code == 200 and "SMUGGLED" not in reply.text, reply.text
+        assert '"content":"ok"' in reply.text
+
+
 @pytest.mark.parametrize("stream", [True, False])
 def test_an_upstream_that_stalls_mid_body_does_not_hold_the_client(upstream: HostileUpstream, stream: bool) -> None:
     """A hostile upstream FIXTURE that answers 200, sends the first bytes of its body and then nothing while
