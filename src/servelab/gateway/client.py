@@ -78,6 +78,7 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = False
         self.paused = False
         self.sink: Sink | None = None
+        self.stray = False  # a message began after the answer: nothing of it is the answer's
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
@@ -123,16 +124,20 @@ class _Conn(asyncio.Protocol):
 
     # parser callbacks
     def on_message_begin(self) -> None:
-        if self.done:  # more bytes after the answer, and no request asked for them: the connection is not reused
-            self.keep = False
+        if self.done:  # more bytes after the answer, and no request asked for them: dropped, and the connection
+            self.stray, self.keep = True, False  # is not reused
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.stray:
+            return
         self.fields.append((name.lower(), value))
         self.field_bytes += len(name) + len(value)
         if self.field_bytes > MAX_HEAD_BYTES or len(self.fields) > MAX_HEAD_FIELDS:
             raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
+        if self.stray:
+            return
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): skipped
             self.interim, self.fields, self.field_bytes = True, [], 0
@@ -144,6 +149,8 @@ class _Conn(asyncio.Protocol):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        if self.stray:
+            return
         if self.sink is not None:
             self.sink.piece(body)
             return
@@ -156,6 +163,8 @@ class _Conn(asyncio.Protocol):
             self.waiter.set_result(None)
 
     def on_message_complete(self) -> None:
+        if self.stray:
+            return
         if self.interim:  # the answer itself follows on the same connection
             self.interim = False
             return

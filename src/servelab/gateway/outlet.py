@@ -56,6 +56,8 @@ class Outlet:
         transport = self.line.transport
         if self.line.closed or transport is None:
             return False
+        if self.ended:  # nothing after the body's end: it would be read as the start of the next answer
+            return True
         if self._ticker is not None:
             self.stop()
         if piece:

@@ -166,20 +166,23 @@ def test_a_garbage_or_silent_upstream_is_a_503_never_a_500(upstream: HostileUpst
     assert reply.status_code == 503 and reply.json()["error"]["type"] == "no_backend", reply.text
 
 
-@pytest.mark.parametrize(("mode", "stream"), [("stray", True), ("stray", False), ("straylater", True)])
+@pytest.mark.parametrize(
+    ("mode", "stream"),
+    [("stray", True), ("stray", False), ("straylater", True), ("straywhole", True), ("straywhole", False)],
+)
 def test_bytes_after_an_upstream_answer_never_answer_the_next_request(
     upstream: HostileUpstream, mode: str, stream: bool
 ) -> None:
-    """A hostile upstream FIXTURE that follows each answer with the head of an unasked one (in the same read, or
-    while the connection sits in the pool) and sends its body after the next request on that connection: a
-    gateway that reused the connection would hand that body to the next client as its answer. Every request gets
-    its own answer."""
+    """A hostile upstream FIXTURE that follows each answer with an unasked one: its head in the same read or while
+    the connection sits in the pool, its body after the next request on that connection (a gateway that reused
+    the connection would hand that body to the next client as its answer); or whole, in the same write (a gateway
+    that passed it on would add it to this answer, or write it after this answer's end, where the client's
+    keep-alive connection reads it as the start of its next answer). Every request, on one client connection,
+    gets its own answer and nothing else."""
     replies = []
-    with running(config(url(upstream, mode))) as (base, _):
+    with running(config(url(upstream, mode))) as (base, _), httpx.Client(headers=AUTH, timeout=10) as client:
         for _ in range(4):
-            replies.append(
-                httpx.post(f"{base}/v1/chat/completions", json={**CHAT, "stream": stream}, headers=AUTH, timeout=10)
-            )
+            replies.append(client.post(f"{base}/v1/chat/completions", json={**CHAT, "stream": stream}))
             time.sleep(0.4)  # the unasked head arrives while the connection is idle (straylater)
     for reply in replies:
         assert reply.status_code == 200 and "SMUGGLED" not in reply.text, reply.text
@@ -362,3 +365,37 @@ def test_a_slow_health_answer_is_not_a_down_engine(upstream: HostileUpstream, ti
     with running(cfg) as (_, gateway):
         time.sleep(2.5)
         assert gateway.health.healthy is healthy, gateway.health.last_error
+
+
+def test_nothing_goes_out_after_a_streams_end() -> None:
+    """An outlet writes nothing after the body's end (a chunk there would be read by a keep-alive client as the
+    start of its next answer), whoever calls it."""
+    from servelab.gateway.outlet import Outlet
+
+    class Wire:
+        def __init__(self) -> None:
+            self.data = b""
+
+        def write(self, data: bytes) -> None:
+            self.data += data
+
+    class Line:
+        closed = False
+        loop = None
+
+        def __init__(self) -> None:
+            self.transport = Wire()
+
+        def head(self, status: int, content_type: str, headers: list[tuple[str, str]], framing: str) -> bytes:
+            return b"HEAD\r\n\r\n"
+
+    line = Line()
+    outlet = Outlet(line, http10=False)  # type: ignore[arg-type]
+    outlet.prepare(200, [])
+    assert outlet.send(b"data: 1\n\n")
+    outlet.end()
+    sent = line.transport.data
+    assert sent.endswith(b"0\r\n\r\n")
+    assert outlet.send(b"data: stray\n\n")
+    outlet.end()
+    assert line.transport.data == sent
