@@ -4,7 +4,8 @@ request and per chunk, with the limits a proxy in front of a realtime stack need
 - Limits, all in the config (``[server]``): the head must arrive within ``header_timeout_s``, be at most
   ``max_header_bytes`` with at most ``max_headers`` fields (431 otherwise); the body may not pause longer
   than ``body_timeout_s`` between reads nor exceed ``max_body_bytes`` (413); an idle keep-alive connection
-  is closed after ``keepalive_s``; at most ``max_connections`` are open at once (more are closed at once).
+  is closed after ``keepalive_s``; at most ``max_connections`` are open at once (more are closed at once); a
+  closed connection whose client does not take what is left to send is dropped after ``keepalive_s`` more.
   One timer per server sweeps every connection's deadline (within an eighth of it, at most a second late):
   a request costs no timer, a read one clock store.
 - A request with both Content-Length and Transfer-Encoding, several Content-Length values, or an upgrade is
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -172,10 +175,16 @@ class Connection(asyncio.Protocol):
     # ---- deadlines, checked by the server's one sweep (no timer per connection or request) -----------------
     def check(self, now: float) -> None:
         kind, lim = self.deadline_kind, self.limits
-        limit = {"header": lim.header_timeout_s, "body": lim.body_timeout_s, "idle": lim.keepalive_s}.get(kind, 0)
-        if not limit or self.closed or now - self.mark < limit:
+        limit = {"header": lim.header_timeout_s, "body": lim.body_timeout_s, "idle": lim.keepalive_s,
+                 "closing": lim.keepalive_s or lim.body_timeout_s}.get(kind, 0)  # fmt: skip
+        if not limit or now - self.mark < limit:
             return
-        if kind == "idle":
+        if kind == "closing":  # closed, but a client that does not read holds what is left to send: let go of it
+            if self.transport is not None:
+                _reset(self.transport)
+        elif self.closed:
+            return
+        elif kind == "idle":
             self._close()
         else:
             self._refuse(408, f"the request's {kind} did not arrive in time")
@@ -320,8 +329,18 @@ class Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         if self.transport and not self.closed:
-            self.transport.close()
+            self.transport.close()  # what was written goes out first, if the client takes it (else: check)
+            self.deadline_kind, self.mark = "closing", self.loop.time()
         self.closed = True
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Abort with a TCP reset (SO_LINGER 0): what the kernel still holds for a client that does not read goes too,
+    where a plain close would leave it to the kernel until the client reads or a timer gives up."""
+    sock = transport.get_extra_info("socket")
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 async def _close_chunks(chunks: AsyncIterator[bytes]) -> None:

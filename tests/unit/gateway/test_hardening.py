@@ -355,6 +355,38 @@ def test_a_client_that_stops_reading_stops_the_upstream_read(upstream: HostileUp
     assert reply.count(b"data: {") == FLOOD_EVENTS and b"data: [DONE]" in reply
 
 
+def _server_side_open(server_port: int, client_port: int) -> bool:
+    """Whether the server's end of a loopback TCP connection still exists (/proc/net/tcp: local, remote in hex)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    ends = (f":{server_port:04X}", f":{client_port:04X}")
+    return any(row.split()[1].endswith(ends[0]) and row.split()[2].endswith(ends[1]) for row in rows)
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the kernel's socket table")
+def test_a_client_that_never_reads_is_let_go(upstream: HostileUpstream) -> None:
+    """A hostile client FIXTURE (a raw socket) asks for a stream and never reads: the gateway stops reading the
+    endless upstream, ends it at the idle bound, and does not keep the connection (nor what it could not send)
+    past its keep-alive bound once it has closed it: a client that does not read holds nothing for long."""
+    cfg = config(url(upstream, "flood"), keepalive_s=0.5)
+    cfg.policy.idle_timeout_s = 0.5
+    with running(cfg) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        body = json.dumps(CHAT).encode()
+        head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer client-key\r\n"
+                b"content-length: %d\r\n\r\n" % len(body))  # fmt: skip
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(head + body)
+            mine = sock.getsockname()[1]
+            time.sleep(0.3)
+            assert _server_side_open(port, mine)
+            deadline = time.monotonic() + 10
+            while _server_side_open(port, mine) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not _server_side_open(port, mine), "the gateway still holds a connection whose client never reads"
+
+
 @pytest.mark.parametrize(("timeout_s", "healthy"), [(2.0, True), (0.1, False)])
 def test_a_slow_health_answer_is_not_a_down_engine(upstream: HostileUpstream, timeout_s: float, healthy: bool) -> None:
     """A busy engine answers /health late: checked every 0.2 s, it stays healthy while its answers come within
