@@ -204,19 +204,15 @@ def start_paths(
     assert fixture.stdout
     upstream = f"http://127.0.0.1:{int(fixture.stdout.readline())}/schedule"
     paths = {"direct": upstream}
-    if args.relay:  # the floor: bytes passed on as read, one upstream connection per client connection
-        port = free_port()
-        argv = [sys.executable, "-c", RELAY, "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
-        procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
-        paths["bare TCP relay (uvloop)"] = f"http://127.0.0.1:{port}/schedule"
-        owners["bare TCP relay (uvloop)"] = procs[-1].pid
-        wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
+    relays = {"bare TCP relay (uvloop)": [sys.executable, "-c", RELAY]} if args.relay else {}
     if args.c_relay:  # the same floor compiled (relay.c, epoll): what is the hop's and what is Python's
+        relays["bare TCP relay (C, epoll)"] = [c_relay()]
+    for name, command in relays.items():  # the floor: bytes passed on as read, an upstream connection per client's
         port = free_port()
-        argv = [c_relay(), "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
+        argv = [*command, "127.0.0.1", upstream.split(":")[2].split("/")[0], str(port)]
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:1], argv)))
-        paths["bare TCP relay (C, epoll)"] = f"http://127.0.0.1:{port}/schedule"
-        owners["bare TCP relay (C, epoll)"] = procs[-1].pid
+        paths[name] = f"http://127.0.0.1:{port}/schedule"
+        owners[name] = procs[-1].pid
         wait_http(f"http://127.0.0.1:{port}/schedule/v1/models")
     quiet = subprocess.DEVNULL  # a gateway's stdout and stderr (its access log: a line a request)
     for workers, (label, server) in itertools.product(dict.fromkeys((1, args.workers)), gateway_variants(args)):

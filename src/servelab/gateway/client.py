@@ -5,9 +5,9 @@ holds), body pieces handed on as each network read brings them.
 A pooled connection the server closed meanwhile fails before any response byte; that request is sent once
 more on a fresh connection (nothing of it reached the upstream's handler). A connection that brings bytes after
 an answer is complete (in the same read, or while pooled) is closed, never reused: they would be taken for the
-next request's answer. Any other failure before the
-response head raises :class:`UpstreamError`; after it, :meth:`UpstreamResponse.read` raises it. Closing a
-response before its end closes the connection, which an OpenAI-compatible engine takes as an abort.
+next request's answer. Any other failure before the response head raises :class:`UpstreamError`; after it,
+:meth:`UpstreamResponse.read` raises it. Closing a response before its end closes the connection, which an
+OpenAI-compatible engine takes as an abort.
 """
 
 from __future__ import annotations
