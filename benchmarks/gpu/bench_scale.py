@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+from api_balance import busiest_share  # beside this script
+
 # the engine's series kept beside every run (summed over labels): its token counters, its running and waiting
 # gauges, its steps (iteration_tokens: count = engine steps, sum = tokens they processed) and its inter-token time
 SERIES = (
@@ -138,17 +140,20 @@ def _guidellm(path: Path) -> tuple[float | None, float | None, str]:
 
 
 def table(dirs: list[Path]) -> None:
-    print("| API servers | streams | tool | tool's tok/s | engine's tok/s | median TTFT ms | servelab's verdict |")
-    print("|---|---|---|---|---|---|---|")
+    print("| API servers | streams | tool | tool's tok/s | engine's tok/s | median TTFT ms | busiest API server | "
+          "servelab's verdict |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for d in dirs:
         api = (d / "api-servers").read_text().strip() if (d / "api-servers").exists() else "?"
+        shares = busiest_share(d) if api not in ("1", "?") else {}
         for eng in sorted(d.glob("*.engine.json"), key=_order):
             name = eng.name.removesuffix(".engine.json")
             rate = json.loads(eng.read_text()).get("engine_tok_s")
             tool, ttft, verdict = _tool_rate(d, name)
             level = name.rpartition("-c")[2]
+            share = f"{shares[name]:.0%}" if name in shares else "-"
             print(f"| {api} | {level} | {name.rpartition('-c')[0]} | {_f(tool)} | {_f(rate)} | {_f(ttft)} | "
-                  f"{verdict} |")  # fmt: skip
+                  f"{share} | {verdict} |")  # fmt: skip
 
 
 def _order(p: Path) -> tuple[int, str]:

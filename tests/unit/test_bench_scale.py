@@ -168,9 +168,10 @@ def test_default_workers_follow_the_load_and_the_cores(monkeypatch: pytest.Monke
     import servelab.load.workers as workers
 
     monkeypatch.setattr(workers, "usable_cores", lambda: 16)
-    assert default_workers(Load(concurrency=64), _chat(1)) == 1
-    assert default_workers(Load(concurrency=65), _chat(1)) == 2
-    assert default_workers(Load(concurrency=256), _chat(1)) == 4
+    assert default_workers(Load(concurrency=32), _chat(1)) == 1
+    assert default_workers(Load(concurrency=33), _chat(1)) == 2
+    assert default_workers(Load(concurrency=64), _chat(1)) == 2
+    assert default_workers(Load(concurrency=128), _chat(1)) == 4
     assert default_workers(Load(concurrency=1024), _chat(1)) == 8  # half the cores
     assert default_workers(Load(rate=100.0), _chat(1)) == 4
     monkeypatch.setattr(workers, "usable_cores", lambda: 2)

@@ -148,3 +148,19 @@ def test_the_reports_ceiling_table_names_the_sides_near_their_limits_too() -> No
     step = Step(target="vllm", scenario="chat@c8", labels={}, summary=summarize(records), bottleneck=verdict)
     (row,) = bottleneck_table([step]).rows
     assert row[1] == "client\n(engine near too)"
+
+
+def test_one_frontend_process_carrying_more_than_its_share_is_said_with_its_own_hint() -> None:
+    """Four API servers, the busiest at 99% of a core: in the H200 runs of 2026-12-04 the busiest of vLLM's four took
+    31-50% of a run's requests (they share one listening socket) and the others idled beside it. Uneven (a mean of
+    60%): the verdict says so and points at spreading the load; even (a mean of 95%): more API servers."""
+    records, samples = _step(held=0.76)
+    uneven = bottleneck(records, samples, _client(0.54), False, [0.99, 0.62, 0.45, 0.34])
+    assert uneven.limit == "server frontend", uneven
+    assert "averaged 60%" in uneven.reason and "spread unevenly" in uneven.reason
+    assert "share one listening socket" in (uneven.hint or "") and uneven.evidence["frontend_cpu_mean"] == 0.6
+    even = bottleneck(records, samples, _client(0.54), False, [0.99, 0.95, 0.94, 0.92])
+    assert even.limit == "server frontend" and "unevenly" not in even.reason
+    assert "api-server-count" in (even.hint or "")
+    one = bottleneck(records, samples, _client(0.54), False, [0.99, 0.01])
+    assert "unevenly" not in one.reason and one.evidence["frontend_processes"] == 1

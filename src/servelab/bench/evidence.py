@@ -30,8 +30,10 @@ def step_evidence(
     rate = client_tok_s(records)
     ev["client_tok_s"] = round(rate, 1) if rate is not None else None
     if frontend_cpu:
-        ev["frontend_processes"] = len([c for c in frontend_cpu if c >= 0.05]) or 1
+        busy = [c for c in frontend_cpu if c >= 0.05] or list(frontend_cpu[:1])
+        ev["frontend_processes"] = len(busy)
         ev["frontend_cpu_max"] = round(frontend_cpu[0], 3)
+        ev["frontend_cpu_mean"] = round(fmean(busy), 3)
     ev.update(server_evidence(records, samples))
     if not open_loop:
         ev["client_occupancy"] = occupancy(records, sum(c.in_flight_max for c in clients if c.died is None))

@@ -8,13 +8,15 @@ The order, from the H200 runs of 2026-12-03 and 2026-12-04 (docs/bench-scale.md:
 2. A saturated process in the request's path before the engine: a load process (a full core, or four fifths of one
    with its event loop behind in a tenth of its ticks, or behind in a quarter whatever its CPU: starved) is the
    **client**; a process holding the server's port at one full core (vLLM's API server: parsing, tokenizing,
-   streaming back) is the **server frontend**. When both were, the engine's clocks decide: requests it had less
-   than 60% of their time in flight waited in the frontend. A saturated process also slows the engine's own
-   steps: on the H200 at 64 streams the engine's mean inter-token time was 3.9 ms beside one load process at 81%
-   of a core and 3.4 ms beside four, 4.7 ms with one API server at 97% of a core and 3.9 ms with four, while the
-   engine held 86-95% of the requests' time in every case; four load processes added 16% there and four API servers
-   30-56% (an earlier run at the same settings: -1% to +10%). So such a process is named first and the engine,
-   when it held the requests, as near its limit too (``near``): the two were limits together.
+   streaming back) is the **server frontend**, said to be uneven when the busy ones averaged three quarters of the
+   busiest or less (vLLM's API servers share one listening socket: the busiest of four took 31-50% of a run's
+   requests on 2026-12-04, and more API servers help less than their count). When both were, the engine's clocks
+   decide: requests it had less than 60% of their time in flight waited in the frontend. A saturated process also
+   slows the engine's own steps: on the H200 at 64 streams the engine's mean inter-token time was 3.9 ms beside one
+   load process at 81% of a core and 3.4 ms beside four, 4.7 ms with one API server at 97% of a core and 3.9 ms with
+   four, while the engine held 86-95% of the requests' time in every case; four load processes added 16% there and
+   four API servers 30-56% (an earlier run at the same settings: -1% to +10%). So such a process is named first and
+   the engine, when it held the requests, as near its limit too (``near``): the two were limits together.
 3. **engine**: it had the client's requests for most of the time they were in flight (its own clocks: the
    request-seconds in its queue, prefill and decode, from its histograms' sums, against the client's): its step
    time at this batch set the speed; or it was full (a queue in its scheduler, its KV cache).
@@ -52,7 +54,13 @@ ENGINE_WAITING_SHARE = 0.05  # of the in-flight requests waiting in the engine's
 KV_FULL = 0.95
 ENGINE_HELD = 0.6  # of the client's request-seconds in flight spent in the engine (queue, prefill, decode)
 CLIENT_OCCUPANCY = 0.9  # of a closed loop's streams with a request in flight, between its first and last send
+FRONTEND_UNEVEN = 0.75  # the busy frontend processes' mean CPU at or under this share of the busiest's: uneven
 FRONTEND_HINT = "vLLM: raise --api-server-count (or put more replicas behind a router)"
+FRONTEND_UNEVEN_HINT = (
+    "its frontend processes share one listening socket and each keeps the connections it accepted first (bursts of "
+    "new connections land on one): more processes help less than their count; replicas behind a router, or a "
+    "client that opens its connections spread out (more --workers), spread the load"
+)
 CLIENT_HINT = "raise --workers, or run servelab on cores the server does not use"
 
 
@@ -153,9 +161,13 @@ def _also(ev: dict[str, Scalar], limit: Limit, note: str | None) -> tuple[str | 
 
 def _named(limit: Limit, why: str, note: str | None, ev: dict[str, Scalar]) -> Bottleneck:
     reason = f"the load generator was the limit: {why}" if limit == "client" else why
-    hint = CLIENT_HINT if limit == "client" else FRONTEND_HINT if limit == "server frontend" else None
+    hint = CLIENT_HINT if limit == "client" else _frontend_hint(ev) if limit == "server frontend" else None
     said, near = _also(ev, limit, note)
     return Bottleneck(limit=limit, reason=reason, hint=hint, note=said, near=near, evidence=ev)
+
+
+def _frontend_hint(ev: dict[str, Scalar]) -> str:
+    return f"vLLM: {FRONTEND_UNEVEN_HINT}" if _frontend_uneven(ev) else FRONTEND_HINT
 
 
 def client_note(ev: dict[str, Scalar], open_loop: bool) -> str | None:
@@ -226,9 +238,22 @@ def _frontend_cpu(ev: dict[str, Scalar]) -> str | None:
     """A process holding the server's port at one full core: a frontend bound to one thread (a Python server's
     event loop). A process using several cores is computing (llama-server's engine runs in its HTTP process)."""
     cpu, procs = ev.get("frontend_cpu_max"), ev.get("frontend_processes")
-    if isinstance(cpu, float) and FRONTEND_CPU <= cpu <= FRONTEND_CPU_ONE_THREAD:
-        return f"a process holding the server's port used {cpu:.0%} of a core ({procs} busy)"
-    return None
+    if not (isinstance(cpu, float) and FRONTEND_CPU <= cpu <= FRONTEND_CPU_ONE_THREAD):
+        return None
+    said = f"a process holding the server's port used {cpu:.0%} of a core ({procs} busy)"
+    if _frontend_uneven(ev):
+        said += f" while they averaged {ev['frontend_cpu_mean']:.0%}: the requests were spread unevenly over them"
+    return said
+
+
+def _frontend_uneven(ev: dict[str, Scalar]) -> bool:
+    """Several frontend processes, the busiest saturated and their mean well below it: one carried more than its
+    share (vLLM's API servers share one listening socket; which accepts a connection keeps its requests)."""
+    cpu, mean, procs = ev.get("frontend_cpu_max"), ev.get("frontend_cpu_mean"), ev.get("frontend_processes")
+    return (
+        isinstance(procs, int) and procs > 1 and isinstance(cpu, float) and isinstance(mean, float)
+        and mean <= FRONTEND_UNEVEN * cpu
+    )  # fmt: skip
 
 
 def _frontend(ev: dict[str, Scalar]) -> str | None:

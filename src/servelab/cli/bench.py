@@ -104,7 +104,7 @@ def bench(
         None,
         "--workers",
         min=1,
-        help="Load-generating processes, each with its own event loop (default: one per 64 streams or 32 req/s, "
+        help="Load-generating processes, each with its own event loop (default: one per 32 streams or 32 req/s, "
         "up to half the cores).",
     ),
     goodput: str | None = typer.Option(

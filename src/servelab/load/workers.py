@@ -32,10 +32,10 @@ from servelab.load.scenarios import Scenario
 FLUSH_S = 0.1
 START_LEAD_NS = 50_000_000  # the shared start is this far after the last worker said it was ready
 # The default: a worker per this many streams (or requests a second), up to half the cores. On the H200 one worker
-# streaming ~15K tokens/s (64 streams of a 135M model) used 81% of a core with its loop behind in 13% of its ticks,
-# and four workers added 16%: a worker is given what a fast server streams to 64 streams (or 32 requests of 256
-# tokens a second), so slower servers leave it room.
-STREAMS_PER_WORKER = 64
+# streaming 15-17K tokens/s (64 streams of a 135M model) used 81-84% of a core with its loop behind in 11-13% of its
+# ticks (runs of 2026-12-04): near saturation, its stamps late. A worker is given half that (32 streams, or 32
+# requests of 256 tokens a second), so it keeps room on a fast server and slower servers leave it more.
+STREAMS_PER_WORKER = 32
 RATE_PER_WORKER = 32.0
 _PIPE_BYTES = 1 << 20
 
@@ -45,7 +45,7 @@ def usable_cores() -> int:
 
 
 def default_workers(load: Load, scenario: Scenario) -> int:
-    """One process up to 64 streams (or 32 req/s); one more per as many again, up to half this host's cores
+    """One process up to 32 streams (or 32 req/s); one more per as many again, up to half this host's cores
     (the rest for the server when it shares the host, and for the parent storing the records)."""
     pattern = arrivals_for(load, scenario)
     if isinstance(pattern, ClosedLoop):
