@@ -5,7 +5,8 @@ usage: python bench_scale.py wrap OUT NAME URL -- CMD ...        (CMD's output t
                                                                  OUT/NAME.engine.json, its series every 0.25 s
                                                                  to OUT/NAME.series.json.gz)
        python bench_scale.py servelab OUT NAME URL LEVEL WORKERS [N] (servelab's library: synthetic:128:256 at LEVEL
-                                                                 streams, N requests (2 x LEVEL); OUT/NAME.json)
+                                                                 streams, N requests (2 x LEVEL); OUT/NAME.json;
+                                                                 CONFIRM=1: a client verdict tested, bench --confirm)
        python bench_scale.py table DIR [DIR ...]                  (markdown: each tool's rate beside the engine's)
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -92,7 +94,10 @@ def servelab(out: Path, name: str, url: str, level: int, workers: int, requests:
 
     scenario = replace(expand(["synthetic:128:256"])[0], concurrency=level)
     load = Load(requests=requests, warmup=1, workers=workers, max_in_flight=4096)
-    result = run_bench(RunStore(out / "runs.sqlite"), resolve_targets([("vllm", url)]), [scenario], load)
+    confirm = os.environ.get("CONFIRM") == "1"  # a client verdict tested with twice the load processes
+    result = run_bench(
+        RunStore(out / "runs.sqlite"), resolve_targets([("vllm", url)]), [scenario], load, confirm=confirm
+    )
     (step,) = result.stored.steps
     s = step.summary
     got = {

@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from servelab.bench.compare import side_by_side
+from servelab.bench.confirm import more_workers, relieved, with_relief
 from servelab.bench.metrics import Scraper, derive, series
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
 from servelab.bench.verdict import bottleneck
 from servelab.core.errors import UsageError
 from servelab.core.recorder import RunRecorder
 from servelab.core.records import RequestRecord
-from servelab.core.results import BenchRun, EngineMetrics, Goodput, Row, Scalar, SloSearch, Step
+from servelab.core.results import BenchRun, EngineMetrics, Goodput, Relieved, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import active_window_ns, summarize
 from servelab.engines.local_server import FrontendCpu
@@ -26,7 +27,7 @@ from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
 from servelab.load.scenarios import Scenario
 from servelab.load.targets import TargetSpec, resolve_all
-from servelab.load.workers import default_workers, run_in_workers
+from servelab.load.workers import default_workers, run_in_workers, usable_cores
 
 SERIES_FIGURES = ("kv_usage", "running", "waiting", "prefix_hits", "generation_tokens")
 
@@ -36,6 +37,7 @@ class BenchResult:
     run_id: str
     results: list[ScenarioResult] = field(default_factory=list)
     stored: BenchRun = field(default_factory=BenchRun)  # the typed result, as stored
+    told: list[str] = field(default_factory=list)  # the run's own warnings, beside its steps'
 
     @property
     def metrics(self) -> dict[str, dict[str, Scalar]]:
@@ -55,7 +57,7 @@ class BenchResult:
         out = [f"{res.target}/{res.scenario}: {w}" for res in self.results for w in res.warnings]
         out += [f"{res.target}/{res.scenario}: {res.stopped_early}" for res in self.results if res.stopped_early]
         out += [f"{t}: {m['spec_warning']}" for t, m in self.metrics.items() if m.get("spec_warning")]
-        return out
+        return out + self.told
 
 
 def resolve_targets(specs: Sequence[tuple[str, str] | TargetSpec]) -> list[Target]:
@@ -90,6 +92,10 @@ async def _run_target_scenario(
     return result, samples, frontend.shares(min(sends, default=None), max(ends, default=None))
 
 
+def _drop(record: RequestRecord) -> None:
+    """The sink of a run whose records are not stored (a verdict's confirmation)."""
+
+
 async def _sample_every(frontend: FrontendCpu, interval: float) -> None:
     if not frontend.pids:
         return
@@ -111,9 +117,10 @@ class BenchSession:
         on_record: Callable[[RequestRecord], None] | None = None,
         scrape_interval: float = 0.5,
         goodput: SLO | None = None,
+        confirm: bool = False,
     ) -> None:
         manifest = build_manifest(kind, args or {}, {t.name: t.url for t in targets}, manifest_extra)
-        self.store, self.scrape_interval, self.goodput = store, scrape_interval, goodput
+        self.store, self.scrape_interval, self.goodput, self.confirm = store, scrape_interval, goodput, confirm
         self.recorder = RunRecorder(store, kind, manifest, on_record)
         self.run_id = self.recorder.run_id
         self.result = BenchResult(self.run_id)
@@ -135,21 +142,35 @@ class BenchSession:
         self.result.results.append(res)
         self.samples[target.name] += got
         open_loop = isinstance(arrivals_for(load, scenario), OpenLoop)
-        for label in sorted({r.scenario for r in res.records}):
-            mine = [r for r in res.records if r.scenario == label]
-            self.stored.steps.append(
-                Step(
-                    target=target.name,
-                    scenario=label,
-                    labels=mine[0].labels,
-                    summary=summarize(mine),
-                    clients=res.clients,
-                    bottleneck=bottleneck(mine, got, res.clients, open_loop, frontend),
-                    goodput=_goodput(mine, self.goodput),
-                )
-            )
+        labels = sorted({r.scenario for r in res.records})
+        mine = {label: [r for r in res.records if r.scenario == label] for label in labels}
+        verdicts = {label: bottleneck(mine[label], got, res.clients, open_loop, frontend) for label in labels}
+        if self.confirm and any(v.limit == "client" for v in verdicts.values()):
+            relief = self._relieve(target, scenario, load, res)
+            verdicts = {k: with_relief(v, relief, open_loop) if relief and v.limit == "client" else v
+                        for k, v in verdicts.items()}  # fmt: skip
+        for label in labels:
+            summary, good = summarize(mine[label]), _goodput(mine[label], self.goodput)
+            self.stored.steps.append(Step(target=target.name, scenario=label, labels=mine[label][0].labels,
+                                          summary=summary, clients=res.clients, bottleneck=verdicts[label],
+                                          goodput=good))  # fmt: skip
         self.recorder.result(self.stored)
         return res
+
+    def _relieve(self, target: Target, scenario: Scenario, load: Load, res: ScenarioResult) -> Relieved | None:
+        """The step again with twice the load processes (records kept apart, only their rate used)."""
+        workers = load.workers or default_workers(load, scenario)
+        unconfirmed = f"{scenario.name} on {target.name}: the client verdict was not confirmed"
+        if (more := more_workers(workers, usable_cores())) is None:
+            self.result.told.append(f"{unconfirmed}: no core for a load process beyond {workers}")
+            return None
+        again = replace(load, workers=more)
+        try:
+            after, _, _ = asyncio.run(_run_target_scenario(target, scenario, again, _drop, self.scrape_interval))
+        except Exception as exc:  # the step's own records and verdict stand; only the confirmation is lost
+            self.result.told.append(f"{unconfirmed}: its second run failed ({type(exc).__name__}: {exc})")
+            return None
+        return relieved(res.records, after.records, workers, more)
 
     def searched(self, target: str, found: Search, slo: SLO) -> None:
         self.stored.slo[target] = SloSearch(
@@ -231,8 +252,10 @@ def run_bench(
     scrape_interval: float = 0.5,
     args: dict[str, Any] | None = None,
     goodput: SLO | None = None,
+    confirm: bool = False,
 ) -> BenchResult:
-    """Every scenario on every target; records stored as they finish, summaries at the end of each step."""
+    """Every scenario on every target; records stored as they finish, summaries at the end of each step (with
+    ``confirm``, a step whose verdict is the client runs again with twice the load processes: :mod:`.confirm`)."""
     refuse_too_long(targets, scenarios, load)
     session = BenchSession(
         store,
@@ -243,6 +266,7 @@ def run_bench(
         on_record,
         scrape_interval,
         goodput,
+        confirm,
     )
     steps = (
         [(t, s) for s in scenarios for t in targets]

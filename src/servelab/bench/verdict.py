@@ -88,16 +88,30 @@ def judge(ev: dict[str, Scalar], note: str | None = None) -> Bottleneck:
         client = None
     if client:
         return _named("client", client, note, ev)
-    if front:
+    if (named := _server_named(ev, note)) is not None:
+        return named
+    if why := _replies_waiting_on_client(ev):
+        return _named("client", why, note, ev)
+    return _server_side(ev, note)
+
+
+def judge_server_side(ev: dict[str, Scalar], note: str | None = None) -> Bottleneck:
+    """The verdict once the client is known not to be the limit (relieving it changed nothing): the server's
+    frontend, the engine, or the server as a whole, from the same evidence."""
+    return _server_named(ev, note) or _server_side(ev, note)
+
+
+def _server_named(ev: dict[str, Scalar], note: str | None) -> Bottleneck | None:
+    """A saturated frontend, a full engine, or an engine that held the requests: the server side with its clocks."""
+    if front := _frontend_cpu(ev):
         return _named("server frontend", front, note, ev)
     if (full := _engine_full(ev)) is not None:
         said, near = _also(ev, "engine", note)
         return full.model_copy(update={"note": said, "near": near})
+    held = ev.get("engine_held_share")
     if isinstance(held, float) and held >= ENGINE_HELD:
         return _named("engine", _engine_had(held), note, ev)
-    if why := _replies_waiting_on_client(ev):
-        return _named("client", why, note, ev)
-    return _server_side(ev, note)
+    return None
 
 
 def _engine_had(held: float) -> str:

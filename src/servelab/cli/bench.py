@@ -107,6 +107,12 @@ def bench(
         help="Load-generating processes, each with its own event loop (default: one per 32 streams or 32 req/s, "
         "up to half the cores).",
     ),
+    confirm: bool = typer.Option(
+        False,
+        "--confirm",
+        help="When a step's verdict names the load generator, run the step again with twice the load processes and "
+        "let what that changed decide (the rate up 10% or more: confirmed; else the server side is named).",
+    ),
     goodput: str | None = typer.Option(
         None, "--goodput", help="Count each step's requests within this SLO per second, like ttft=300ms,itl=50ms."
     ),
@@ -157,6 +163,7 @@ def bench(
         "slo_over": slo_over,
         "workers": workers,
         "goodput": goodput,
+        "confirm": confirm,
     }
     with open_store(store) as db, bar as progress:
 
@@ -177,6 +184,7 @@ def bench(
             on_record=progress.record,
             args=run_args,
             goodput=good,
+            confirm=confirm,
         )
     if csv_out:
         write_csv(result.rows, csv_out)

@@ -31,6 +31,16 @@ class ClientLoad(Model):
 Limit = Literal["client", "server frontend", "engine", "server"]
 
 
+class Relieved(Model):
+    """The step run again with the named side relieved (``bench --confirm``): what that changed."""
+
+    side: Limit  # the side relieved
+    what: str  # how, in words ("2 load processes instead of 1")
+    tok_s_before: float
+    tok_s_after: float
+    change: float  # after / before - 1
+
+
 class Bottleneck(Model):
     """Which side limited a step, and the figures that say so."""
 
@@ -40,6 +50,7 @@ class Bottleneck(Model):
     note: str | None = None  # the client's own delay in the latency figures, whatever limited the throughput
     near: list[Limit] = Field(default_factory=list)  # other sides near their own limits: relieved, it moves there
     evidence: dict[str, Scalar] = Field(default_factory=dict)
+    relieved: Relieved | None = None  # the step again with the named side relieved, where that was asked
 
 
 class Goodput(Model):
