@@ -174,6 +174,7 @@ def test_a_saturated_client_beside_an_engine_holding_nearly_all_is_said_to_share
     together = bottleneck(records, samples, _client(0.96, late=0.7, lag=200.0), False, [0.79])
     assert together.limit == "client" and together.near == ["engine"], together
     assert "at their limits together" in together.reason and "92%" in together.reason
-    assert "may not raise the rate" in together.reason
+    assert "may not raise the rate" in (together.hint or "") and "--confirm" in (together.hint or "")
     alone = bottleneck(*_step(held=0.7, gap_s=0.05), _client(0.96, late=0.7, lag=200.0), False, [0.79])
     assert alone.limit == "client" and alone.reason.startswith("the load generator was the limit"), alone
+    assert alone.hint is not None and alone.hint.startswith("raise --workers")

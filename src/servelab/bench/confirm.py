@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servelab.bench.evidence import client_tok_s
-from servelab.bench.verdict import client_note, judge_server_side
+from servelab.bench.verdict import CLIENT_HINT, client_note, judge_server_side
 from servelab.core.records import RequestRecord
 from servelab.core.results import Bottleneck, Relieved
 
@@ -44,7 +44,8 @@ def with_relief(verdict: Bottleneck, relief: Relieved, open_loop: bool) -> Bottl
     said = f"{relief.what} changed the rate {relief.change:+.0%} ({relief.tok_s_before:,.0f} -> "
     said += f"{relief.tok_s_after:,.0f} tok/s)"
     if relief.change >= CONFIRMED_GAIN:
-        return verdict.model_copy(update={"reason": f"{verdict.reason}; confirmed: {said}", "relieved": relief})
+        update = {"reason": f"{verdict.reason}; confirmed: {said}", "relieved": relief, "hint": CLIENT_HINT}
+        return verdict.model_copy(update=update)
     server = judge_server_side(verdict.evidence, client_note(verdict.evidence, open_loop))
     return server.model_copy(update={"reason": f"not the load generator: {said}; {server.reason}", "relieved": relief})
 

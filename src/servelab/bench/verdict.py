@@ -64,6 +64,7 @@ FRONTEND_UNEVEN_HINT = (
     "client that opens its connections spread out (more --workers), spread the load"
 )
 CLIENT_HINT = "raise --workers, or run servelab on cores the server does not use"
+CLIENT_TOGETHER_HINT = "more workers may not raise the rate, the engine being at its limit too: --confirm tests it"
 
 
 def bottleneck(
@@ -177,22 +178,31 @@ def _also(ev: dict[str, Scalar], limit: Limit, note: str | None) -> tuple[str | 
 
 def _named(limit: Limit, why: str, note: str | None, ev: dict[str, Scalar]) -> Bottleneck:
     reason = _client_reason(why, ev) if limit == "client" else why
-    hint = CLIENT_HINT if limit == "client" else _frontend_hint(ev) if limit == "server frontend" else None
+    hint = _client_hint(ev) if limit == "client" else _frontend_hint(ev) if limit == "server frontend" else None
     said, near = _also(ev, limit, note)
     return Bottleneck(limit=limit, reason=reason, hint=hint, note=said, near=near, evidence=ev)
 
 
 def _client_reason(why: str, ev: dict[str, Scalar]) -> str:
-    """A saturated client beside an engine that held the requests nearly all their time and streams that were busy:
-    the two were at their limits together (on the H200, four workers then gained -21% to +31% from day to day)."""
-    held, busy = ev.get("engine_held_share"), ev.get("client_occupancy")
-    busy_enough = not isinstance(busy, float) or busy >= CLIENT_OCCUPANCY
-    if isinstance(held, float) and held >= ENGINE_HELD_TOGETHER and busy_enough:
+    if (held := _engine_with_client(ev)) is not None:
         return (
             f"the load generator and the engine were at their limits together: {why}, and the engine had the "
-            f"requests {held:.0%} of their time in flight: more workers may not raise the rate"
+            f"requests {held:.0%} of their time in flight"
         )
     return f"the load generator was the limit: {why}"
+
+
+def _client_hint(ev: dict[str, Scalar]) -> str:
+    return CLIENT_TOGETHER_HINT if _engine_with_client(ev) is not None else CLIENT_HINT
+
+
+def _engine_with_client(ev: dict[str, Scalar]) -> float | None:
+    """The engine's held share when it held the requests nearly all their time beside a saturated client whose
+    streams were busy: the two at their limits together (on the H200, four workers then gained -21% to +31% from
+    day to day); else None."""
+    held, busy = ev.get("engine_held_share"), ev.get("client_occupancy")
+    busy_enough = not isinstance(busy, float) or busy >= CLIENT_OCCUPANCY
+    return held if isinstance(held, float) and held >= ENGINE_HELD_TOGETHER and busy_enough else None
 
 
 def _frontend_hint(ev: dict[str, Scalar]) -> str:
