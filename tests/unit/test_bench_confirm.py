@@ -18,10 +18,12 @@ from servelab.bench import Load, run_bench
 from servelab.bench.confirm import CONFIRMED_GAIN, more_workers, relieved, with_relief
 from servelab.bench.verdict import judge
 from servelab.core.records import RequestRecord
-from servelab.core.results import BenchRun, load_result
+from servelab.core.results import BenchRun, Step, load_result
 from servelab.core.store import RunStore
+from servelab.core.summary import summarize
 from servelab.load import Target
 from servelab.load.scenarios import load_scenario
+from servelab.report.bench_view import bottleneck_table
 
 S = 10**9
 
@@ -60,6 +62,11 @@ def test_a_client_verdict_whose_relief_changed_nothing_names_the_server_side() -
     assert "-4%" in engine.reason and "client" in engine.near and engine.relieved == relief
     front = with_relief(judge(_evidence(frontend_cpu_max=0.99, frontend_processes=1)), relief, open_loop=False)
     assert front.limit == "server frontend" and "99% of a core" in front.reason, front
+    step = Step(
+        target="vllm", scenario="chat@c64", labels={}, summary=summarize(_records(2, 10, 1.0)), bottleneck=front
+    )
+    (row,) = bottleneck_table([step]).rows
+    assert row[1] == "server frontend\n(client, engine near too)\n(4 load processes instead of 1: -4%)"
 
 
 def test_no_relief_without_a_rate_or_a_core() -> None:

@@ -127,10 +127,11 @@ def bottleneck_table(steps: list[Step]) -> Table:
         name = f"{step.target}\n{step.scenario}" if several else step.scenario
         cpu, lag = ev.get("client_cpu_max"), ev.get("loop_lag_p99_ms")
         engine = _num(ev.get("engine_running_mean"), 1) + "+" + _num(ev.get("engine_waiting_mean"), 1)
-        near = ", ".join(step.bottleneck.near)
+        near, relief = ", ".join(step.bottleneck.near), step.bottleneck.relieved
+        tested = f"\n({relief.what}: {relief.change:+.0%})" if relief else ""
         rows.append([
             name,
-            step.bottleneck.limit + (f"\n({near} near too)" if near else ""),
+            step.bottleneck.limit + (f"\n({near} near too)" if near else "") + tested,
             f"x{ev.get('workers', 1)} {_num(cpu, 0, 100)}% {_num(lag, 1)} ms",
             f"{_num(ev.get('in_flight_mean'), 1)} / {engine}",
             f"{_num(ev.get('client_tok_s'), 0)} / {_num(ev.get('engine_tok_s'), 0)}",
