@@ -6,7 +6,7 @@
 # own series are sampled beside it. Results under OUT; table: python3 benchmarks/gpu/bench_scale.py table OUT...
 # A server already up with the same API_SERVERS (started by an earlier call, in its own session) is reused; KEEP=1
 # leaves the server running (setsid) for the next call.
-# usage: [REQ_FACTOR=2] [MIN_REQUESTS=512] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite]
+# usage: [REQ_FACTOR=2] [MIN_REQUESTS=512] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] [CONFIRM=1]
 #        [KEEP=1] bash benchmarks/gpu/bench_scale.sh KIT OUT
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
