@@ -27,6 +27,7 @@ from servelab.core.store import RunStore
         (["eval", "--needle-lengths", "ten", "--target", "x=http://h"], 2, "--needle-lengths"),
         (["bench", "--target", "x=http://h", "--slo-over", "speed", "--slo", "ttft=1s"], 2, "--slo-over"),
         (["bench", "--target", "x=http://h", "--sweep", "1,2", "--rate-sweep", "1"], 2, "not both"),
+        (["bench", "--target", "x=http://h", "--slo", "ttft=1s", "--confirm"], 2, "--confirm tests"),
         (["runs", "show", "nope", "--store", "STORE"], 1, "no run 'nope'"),
     ],
 )

@@ -129,6 +129,8 @@ def bench(
         raise UsageError(f"--fixed-output is ignore_eos, min_tokens or off, got {fixed_output!r}")
     if sweep and rate_sweep:
         raise UsageError("choose --sweep (concurrency) or --rate-sweep, not both")
+    if confirm and slo:
+        raise UsageError("--confirm tests the verdicts of bench steps; an --slo search does not take it")
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests,
