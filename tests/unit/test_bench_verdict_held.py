@@ -178,3 +178,49 @@ def test_a_saturated_client_beside_an_engine_holding_nearly_all_is_said_to_share
     alone = bottleneck(*_step(held=0.7, gap_s=0.05), _client(0.96, late=0.7, lag=200.0), False, [0.79])
     assert alone.limit == "client" and alone.reason.startswith("the load generator was the limit"), alone
     assert alone.hint is not None and alone.hint.startswith("raise --workers")
+
+
+SHARER = """
+import os, sys, time
+sock_fd, busy = int(sys.argv[1]), sys.argv[2] == "busy"
+end = time.monotonic() + 3.0
+while time.monotonic() < end:
+    if not busy:
+        time.sleep(0.05)
+"""
+
+
+def test_processes_sharing_one_listening_socket_are_each_measured() -> None:
+    """vLLM's API servers share one listening socket handed down by their parent: every process holding it is found
+    and measured, so the evidence has the busy ones' count and mean beside the busiest (here three children holding
+    the parent's socket: one spinning, two idle, and the parent itself idle)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from servelab.bench.evidence import step_evidence
+    from servelab.engines.local_server import FrontendCpu
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        fd, port = s.fileno(), s.getsockname()[1]
+        kids = [subprocess.Popen([sys.executable, "-c", SHARER, str(fd), mode], pass_fds=[fd])
+                for mode in ("busy", "idle", "idle")]  # fmt: skip
+        try:
+            time.sleep(0.5)
+            frontend = FrontendCpu(f"http://127.0.0.1:{port}")
+            frontend.start()
+            assert len(frontend.pids) == 4, frontend.pids  # the parent and its three children
+            time.sleep(1.0)
+            frontend.sample()
+            shares = frontend.shares()
+        finally:
+            for kid in kids:
+                kid.kill()
+                kid.wait()
+    assert len(shares) == 4 and shares[0] > 0.3 and shares[1] < 0.2, shares
+    ev = step_evidence([], [], [], False, shares)
+    assert ev["frontend_processes"] == 1 and ev["frontend_cpu_max"] == round(shares[0], 3)
+    assert ev["frontend_cpu_mean"] == ev["frontend_cpu_max"]  # one busy: its own mean
