@@ -70,8 +70,9 @@ def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(
         record, direct = stream(url), stream(engine.url)
         assert record.ok and direct.ok, record.error_detail
         assert record.output_text == direct.output_text  # temperature 0: the same text...
-        assert len(record.chunk_ns) == len(direct.chunk_ns) >= 8  # ...in as many chunks: passed on one by one
-        assert len(set(record.chunk_ns)) >= len(record.chunk_ns) // 2  # arriving at different times
+        # ...in as many chunks: passed on one by one (that each leaves before the next arrives upstream is timed
+        # against the SSE fixture's known schedule: tests/unit/gateway/test_relay_timing.py)
+        assert len(record.chunk_ns) == len(direct.chunk_ns) >= 8
         assert record.prompt_tokens is not None  # asked: the usage chunk came through
         quiet = stream(url, usage=False)
         assert quiet.ok and quiet.prompt_tokens is None and quiet.completion_tokens is None  # not asked: dropped
@@ -80,10 +81,9 @@ def test_streams_chunk_by_chunk_with_route_headers_and_usage_only_when_asked(
             assert reply.headers["x-servelab-route"] == "local" and reply.headers["x-servelab-reason"] == "default"
             assert reply.json()["choices"][0]["message"]["content"]
             metrics = http.get("/metrics").text
-        assert (
-            'servelab_gateway_usage_tokens_total{kind="completion",route="local"} 48.0' in metrics.replace("16.0", "x")
-            or "servelab_gateway_usage_tokens_total" in metrics
-        )
+        # the gateway asks the upstream for usage on every stream (dropping it where the client did not): all counted
+        completion = record.completion_tokens + 16 + reply.json()["usage"]["completion_tokens"]
+        assert metric(metrics, 'servelab_gateway_usage_tokens_total{kind="completion",route="local"}') == completion
         assert 'servelab_gateway_in_flight{route="local"} 0.0' in metrics
 
 
