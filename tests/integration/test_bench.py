@@ -47,6 +47,13 @@ def test_single_and_four_concurrent_streams_with_metrics_aligned(engine: EngineS
     assert steps["embedded", "concurrent-4"].summary.ok == 4 and steps["embedded", "concurrent-4"].labels.level == 4
     assert {row.scenario for row in stored.rows} == {"code-chat", "concurrent-4"}
     assert {r.labels for r in four} == {Labels(step="concurrent-4", level=4)}
+    # vLLM with one API server publishes that process's CPU counter: the verdict reads it, and it agrees with the
+    # port holder's CPU read through /proc here (over the scrapes' window, not the requests')
+    verdict = steps["embedded", "concurrent-4"].bottleneck
+    assert verdict is not None and verdict.evidence["frontend_cpu_from"] == "server", verdict
+    reported, host = verdict.evidence["frontend_cpu_reported"], verdict.evidence["frontend_cpu_host_max"]
+    assert isinstance(reported, float) and isinstance(host, float) and host > 0
+    assert abs(reported - host) <= 0.05 + 0.25 * host, (reported, host)
 
 
 def test_cold_then_warm_prefix_verified_by_cached_tokens(engine: EngineState, store: RunStore) -> None:

@@ -29,15 +29,30 @@ def step_evidence(
     ev = client_evidence(clients, records)
     rate = client_tok_s(records)
     ev["client_tok_s"] = round(rate, 1) if rate is not None else None
-    if frontend_cpu:
-        busy = [c for c in frontend_cpu if c >= 0.05] or list(frontend_cpu[:1])
-        ev["frontend_processes"] = len(busy)
-        ev["frontend_cpu_max"] = round(frontend_cpu[0], 3)
-        ev["frontend_cpu_mean"] = round(fmean(busy), 3)
-    ev.update(server_evidence(records, samples))
+    server = server_evidence(records, samples)
+    ev.update(frontend_evidence(frontend_cpu, server.get("frontend_cpu_reported")))
+    ev.update(server)
     if not open_loop:
         ev["client_occupancy"] = occupancy(records, sum(c.in_flight_max for c in clients if c.died is None))
     return ev
+
+
+def frontend_evidence(on_host: Sequence[float], reported: Scalar) -> dict[str, Scalar]:
+    """How busy the server's HTTP frontend was: its own CPU counter when it publishes one (vLLM with one API server:
+    that process, wherever the server runs, in a container too), else the processes holding its port on this host
+    (busiest first; vLLM's several API servers)."""
+    host: dict[str, Scalar] = {}
+    if on_host:
+        busy = [c for c in on_host if c >= 0.05] or list(on_host[:1])
+        host = {"frontend_cpu_from": "host", "frontend_processes": len(busy),
+                "frontend_cpu_max": round(on_host[0], 3), "frontend_cpu_mean": round(fmean(busy), 3)}  # fmt: skip
+    if not isinstance(reported, float):
+        return host
+    server: dict[str, Scalar] = {"frontend_cpu_from": "server", "frontend_processes": 1,
+                                 "frontend_cpu_max": reported, "frontend_cpu_mean": reported}  # fmt: skip
+    if host:
+        server["frontend_cpu_host_max"] = host["frontend_cpu_max"]  # the port's busiest holder here, beside it
+    return server
 
 
 def client_evidence(clients: Sequence[ClientLoad], records: Sequence[RequestRecord]) -> dict[str, Scalar]:
@@ -86,9 +101,10 @@ def server_evidence(records: Sequence[RequestRecord], samples: Sequence[Sample])
         "not_in_engine_share": round(max(0.0, flight_mean - running_mean - waiting_mean) / flight_mean, 3),
         "kv_usage_max": max((v for r in rows if (v := figure(r[0].values, "kv_usage")) is not None), default=None),
     }
-    tokens = [figure(s.values, "generation_tokens") for s in (first, last)]
-    if tokens[0] is not None and tokens[1] is not None and last.at_ns > first.at_ns:
-        ev["engine_tok_s"] = round((tokens[1] - tokens[0]) / ((last.at_ns - first.at_ns) / 1e9), 1)
+    if (tokens := _rate(first, last, "generation_tokens")) is not None:
+        ev["engine_tok_s"] = round(tokens, 1)
+    if (cpu := _rate(first, last, "frontend_cpu_s")) is not None:
+        ev["frontend_cpu_reported"] = round(cpu, 3)
     before = [s for s in samples if sends and s.at_ns <= sends[0]]
     ev.update(_server_means(before[-1] if before else first, samples[-1]))
     ev.update(_engine_held(records, before[-1] if before else first, samples[-1]))
@@ -108,6 +124,14 @@ def _engine_held(records: Sequence[RequestRecord], first: Sample, last: Sample) 
     held = sum(v for v in delta.values() if v is not None)
     return {"engine_held_s": round(held, 2), "client_in_flight_s": round(client, 2),
             "engine_held_share": round(held / client, 3)}  # fmt: skip
+
+
+def _rate(first: Sample, last: Sample, name: str) -> float | None:
+    """A counter's rise per second between two scrapes; None when either lacks it or it went back (a restart)."""
+    moved = _moved(first, last, name)
+    if moved is None or moved < 0 or last.at_ns <= first.at_ns:
+        return None
+    return moved / ((last.at_ns - first.at_ns) / 1e9)
 
 
 def _moved(first: Sample, last: Sample, name: str) -> float | None:

@@ -15,9 +15,13 @@ import httpx
 
 from servelab.core.results import Scalar
 from servelab.engines.control import AsyncEngineAPI
-from servelab.engines.prometheus import parse_exposition, summed
+from servelab.engines.prometheus import MetricSample, parse_exposition, summed
 
 PREFIXES = ("vllm:", "sglang:", "llamacpp:")
+# the serving process's own CPU counter (prometheus_client's default registry): vLLM publishes it for its one API
+# server (with several, its multiprocess registry has no process series), so a server on another host still says
+# how busy its HTTP frontend was
+PROCESS_CPU = "process_cpu_seconds_total"
 
 # figure -> candidate sample names, first found wins
 SERIES: dict[str, tuple[str, ...]] = {
@@ -48,6 +52,7 @@ SERIES: dict[str, tuple[str, ...]] = {
     "prefill_time_sum": ("vllm:request_prefill_time_seconds_sum",),
     "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
     # the engine's inter-token time summed over every token: request-seconds spent decoding (engine clocks)
+    "frontend_cpu_s": (PROCESS_CPU,),
     "itl_sum": (
         "vllm:inter_token_latency_seconds_sum",
         "vllm:time_per_output_token_seconds_sum",
@@ -65,6 +70,13 @@ class Sample:
 def engine_values(text: str) -> dict[str, float]:
     """Engine series from a Prometheus exposition, summed over labels."""
     return summed(parse_exposition(text), PREFIXES)
+
+
+def scraped_values(samples: Iterable[MetricSample]) -> dict[str, float]:
+    """The engine's series and the serving process's CPU counter, summed over labels; empty when the exposition has
+    no engine series (a process counter alone says nothing of an engine)."""
+    values = summed(samples, (*PREFIXES, PROCESS_CPU))
+    return values if any(name.startswith(PREFIXES) for name in values) else {}
 
 
 def figure(values: dict[str, float], name: str) -> float | None:
@@ -116,7 +128,7 @@ class Scraper:
         except (httpx.HTTPError, ValueError) as exc:
             self.error = f"{type(exc).__name__}: {exc}"
             return
-        if values := summed(samples, PREFIXES):
+        if values := scraped_values(samples):
             self.samples.append(Sample((before + time.perf_counter_ns()) // 2, values))
         elif self.error is None:
             self.error = f"HTTP {status} or no engine series at {api.root}/metrics"

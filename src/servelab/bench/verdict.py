@@ -8,22 +8,27 @@ The order, from the H200 runs of 2026-12-03 and 2026-12-04 (docs/bench-scale.md:
 2. A saturated process in the request's path before the engine: a load process (a full core, or four fifths of one
    with its event loop behind in a tenth of its ticks, or behind in a quarter whatever its CPU: starved) is the
    **client**; a process holding the server's port at one full core (vLLM's API server: parsing, tokenizing,
-   streaming back) is the **server frontend**, said to be uneven when the busy ones averaged three quarters of the
-   busiest or less (vLLM's API servers share one listening socket: the busiest of four took 31-50% of a run's
-   requests on 2026-12-04, and more API servers help less than their count). When both were, the engine's clocks
-   decide: requests it had less than 60% of their time in flight waited in the frontend. A saturated process also
-   slows the engine's own steps: on the H200 at 64 streams the engine's mean inter-token time was 3.9 ms beside one
-   load process at 81% of a core and 3.4 ms beside four, 4.7 ms with one API server at 97% of a core and 3.9 ms with
-   four, while the engine held 86-95% of the requests' time in every case; four load processes added 16% there and
-   four API servers 30-56% (an earlier run at the same settings: -1% to +10%). So such a process is named first and
-   the engine, when it held the requests, as near its limit too (``near``): the two were limits together, and a
-   client beside an engine holding 85% or more is said to share the limit (more workers gained -21% to +31% there).
+   streaming back; measured on this host, or from the server's own ``process_cpu_seconds_total``, which vLLM
+   publishes for its one API server wherever it runs) is the **server frontend**, said to be uneven when the busy
+   ones averaged three quarters of the busiest or less (vLLM's API servers share one listening socket: the busiest of
+   four took 31-50% of a run's requests on 2026-12-04, and more API servers help less than their count). Without
+   either, a server on another host at one API server and 64 streams looked like the engine (it held 86-90%; four API
+   servers raised the rate 48%). When both were, the engine's clocks decide: requests it had less than 60% of their
+   time in flight waited in the frontend. A saturated process also slows the engine's own steps: on the H200 at 64
+   streams the engine's mean inter-token time was 3.9 ms beside one load process at 81% of a core and 3.4 ms beside
+   four, 4.7 ms with one API server at 97% of a core and 3.9 ms with four, while the engine held 86-95% of the
+   requests' time in every case; four load processes added 16% there and four API servers 30-56% (an earlier run at
+   the same settings: -1% to +10%). So such a process is named first and the engine, when it held the requests, as
+   near its limit too (``near``): the two were limits together, and a client beside an engine holding 85% or more is
+   said to share the limit (more workers gained -21% to +31% there).
 3. **engine**: it had the client's requests for most of the time they were in flight (its own clocks: the
    request-seconds in its queue, prefill and decode, from its histograms' sums, against the client's): its step
    time at this batch set the speed; or it was full (a queue in its scheduler, its KV cache).
-4. The rest, without the engine's clocks: replies left unread by a late client (client); the server's own TTFT
-   mostly outside its queue and prefill, or requests in flight that the engine did not count (frontend); else the
-   engine if it ran every request, **server** if it published nothing to say which part.
+4. The rest: the server's own TTFT mostly outside its queue and prefill is the frontend (a client reading late
+   does not move the server's clock: on the H200 at one API server and 512 streams, 1.25 s of the server's 1.29 s
+   beside reads 15 ms late at p99); replies left unread by a late client are the client; requests in flight that
+   the engine did not count, the frontend; else the engine if it ran every request, **server** if it published
+   nothing to say which part.
 
 Apart from the limit, a client whose event loop ran late or that read the received bytes late has its latency
 stamps off by as much: the verdict says so (``note``) whatever limited the throughput.
@@ -45,7 +50,7 @@ CLIENT_LATE_SHARE = 0.25  # of a 10 ms timer's ticks 5 ms late or more: the loop
 CLIENT_LOOP_LAG_MS = 20.0  # p99 of a 10 ms timer's lateness
 CLIENT_READ_LATE_MS = 5.0  # p99 of kernel receive -> the client's read
 SCHEDULE_LAG_MS = 10.0  # p99 of an open loop's sent - due
-FRONTEND_CPU = 0.90  # of one core, the busiest process holding the server's port (a server on this host)
+FRONTEND_CPU = 0.90  # of one core, the busiest process holding the server's port (or the server's own CPU counter)
 FRONTEND_CPU_ONE_THREAD = 1.15  # above: the process runs several threads' work, not a one-thread frontend
 FRONTEND_SHARE = 0.15  # of the client's in-flight requests not seen by the engine
 FRONTEND_TTFT_SHARE = 0.5  # of the server's own mean TTFT spent outside its queue and prefill ...
@@ -91,6 +96,8 @@ def judge(ev: dict[str, Scalar], note: str | None = None) -> Bottleneck:
         return _named("client", client, note, ev)
     if (named := _server_named(ev, note)) is not None:
         return named
+    if why := _frontend_ttft(ev):  # the server's own clock: a client reading late does not move it
+        return _named("server frontend", why, note, ev)
     if why := _replies_waiting_on_client(ev):
         return _named("client", why, note, ev)
     return _server_side(ev, note)
@@ -279,7 +286,10 @@ def _frontend_cpu(ev: dict[str, Scalar]) -> str | None:
     cpu, procs = ev.get("frontend_cpu_max"), ev.get("frontend_processes")
     if not (isinstance(cpu, float) and FRONTEND_CPU <= cpu <= FRONTEND_CPU_ONE_THREAD):
         return None
-    said = f"a process holding the server's port used {cpu:.0%} of a core ({procs} busy)"
+    if ev.get("frontend_cpu_from") == "server":
+        said = f"the server's HTTP process used {cpu:.0%} of a core (its own process_cpu_seconds_total)"
+    else:
+        said = f"a process holding the server's port used {cpu:.0%} of a core ({procs} busy)"
     if _frontend_uneven(ev):
         said += f" while they averaged {ev['frontend_cpu_mean']:.0%}: the requests were spread unevenly over them"
     return said
@@ -295,8 +305,8 @@ def _frontend_uneven(ev: dict[str, Scalar]) -> bool:
     )  # fmt: skip
 
 
-def _frontend(ev: dict[str, Scalar]) -> str | None:
-    """Why the server's HTTP frontend was the limit, from the server's own clocks or the in-flight counts."""
+def _frontend_ttft(ev: dict[str, Scalar]) -> str | None:
+    """The server's own mean TTFT mostly spent outside its engine's queue and prefill: in its frontend."""
     ttft, front = ev.get("server_ttft_mean_ms"), ev.get("frontend_ttft_ms")
     if (
         isinstance(ttft, float)
@@ -304,6 +314,13 @@ def _frontend(ev: dict[str, Scalar]) -> str | None:
         and front >= max(FRONTEND_TTFT_MS, FRONTEND_TTFT_SHARE * ttft)
     ):
         return f"{front:,.0f} ms of the server's own {ttft:,.0f} ms mean TTFT was outside its queue and prefill"
+    return None
+
+
+def _frontend(ev: dict[str, Scalar]) -> str | None:
+    """Why the server's HTTP frontend was the limit, from the server's own clocks or the in-flight counts."""
+    if why := _frontend_ttft(ev):
+        return why
     if (gap := _in_flight_gap(ev)) is not None:
         flight, running, queued = gap
         return (

@@ -11,7 +11,8 @@ or to hold requests in its HTTP frontend, on demand).
   ``vllm:kv_cache_usage_perc`` (running / max_running), ``vllm:generation_tokens_total`` and, on the engine's clock
   as vLLM keeps them, the sums of its inter-token times (``vllm:inter_token_latency_seconds_sum``, as tokens come),
   queue times and prefill times (``vllm:request_queue_time_seconds_sum``, ``..._prefill_time_...``, as requests
-  end) as vLLM names them.
+  end) as vLLM names them; with ``--publish-cpu`` also its own ``process_cpu_seconds_total`` (prometheus_client's
+  process series, which vLLM's one API server publishes).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class SimEngine:
     step_ms: float = 5.0
     admit_ms: float = 0.0
     frontend_cpu_ms: float = 0.0
+    publish_cpu: bool = False  # its own process_cpu_seconds_total on /metrics, as vLLM's one API server does
     running: list[_Request] = field(default_factory=list)
     waiting: list[_Request] = field(default_factory=list)
     generated: int = 0
@@ -92,6 +94,8 @@ class SimEngine:
             f'vllm:request_queue_time_seconds_sum{{engine="0"}} {self.sums["queue"]}',
             f'vllm:request_prefill_time_seconds_sum{{engine="0"}} {self.sums["prefill"]}',
         ]
+        if self.publish_cpu:
+            lines.append(f"process_cpu_seconds_total {time.process_time()}")
         return ("\n".join(lines) + "\n").encode()
 
     async def handle(self, reader: asyncio.StreamReader, writer: Writer) -> None:
@@ -154,7 +158,7 @@ async def serve_sim(engine: SimEngine, ready: asyncio.Future[int], port: int = 0
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m servelab.testing.engine_sim [--max-running N] [--step-ms MS] [--admit-ms MS] [--frontend-cpu-ms
-    MS]``: prints its port."""
+    MS] [--publish-cpu]``: prints its port."""
     import argparse
 
     parser = argparse.ArgumentParser(description="A fake engine with a capped token rate (not an LLM).")
@@ -162,12 +166,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--step-ms", type=float, default=5.0)
     parser.add_argument("--admit-ms", type=float, default=0.0)
     parser.add_argument("--frontend-cpu-ms", type=float, default=0.0)
+    parser.add_argument("--publish-cpu", action="store_true")
     args = parser.parse_args(argv)
 
     async def run() -> None:
         ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            serve_sim(SimEngine(args.max_running, args.step_ms, args.admit_ms, args.frontend_cpu_ms), ready)
+            serve_sim(
+                SimEngine(args.max_running, args.step_ms, args.admit_ms, args.frontend_cpu_ms, args.publish_cpu), ready
+            )
         )
         print(await ready, flush=True)
         await task
