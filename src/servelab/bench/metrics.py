@@ -51,8 +51,8 @@ SERIES: dict[str, tuple[str, ...]] = {
     "queue_time_count": ("vllm:request_queue_time_seconds_count", "sglang:queue_time_seconds_count"),
     "prefill_time_sum": ("vllm:request_prefill_time_seconds_sum",),
     "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
+    "frontend_cpu_s": (PROCESS_CPU,),  # CPU-seconds of the process serving /metrics (vLLM's one API server)
     # the engine's inter-token time summed over every token: request-seconds spent decoding (engine clocks)
-    "frontend_cpu_s": (PROCESS_CPU,),
     "itl_sum": (
         "vllm:inter_token_latency_seconds_sum",
         "vllm:time_per_output_token_seconds_sum",
