@@ -24,7 +24,7 @@ from tests.unit.test_bench_verdict_held import S, _client, _step
 
 
 def _with_cpu(samples: list[Sample], per_s: float, restart_at: int | None = None) -> list[Sample]:
-    """The samples with the serving process's CPU counter rising ``per_s`` core-seconds a second (from 0 again at
+    """The samples with the serving process's CPU counter rising ``per_s`` core-seconds a second (starting over at
     ``restart_at``: a restarted process)."""
     out = []
     for s in samples:
