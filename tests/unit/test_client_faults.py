@@ -60,6 +60,13 @@ def test_in_band_error_event(fixture_server: str) -> None:
     assert r.error is ErrorClass.STREAM_ERROR and r.error_detail == "engine overloaded"
 
 
+def test_a_reply_the_server_aborted_is_an_error_that_keeps_its_text_and_usage(fixture_server: str) -> None:
+    r = send(fixture_server, "aborted")
+    assert r.error is ErrorClass.STREAM_ERROR and "abort" in (r.error_detail or "")
+    assert r.output_text == "half " and r.finish_reason == "abort"
+    assert r.completion_tokens == 1
+
+
 def test_event_split_across_tcp_writes_is_stamped_at_its_last_byte(fixture_server: str) -> None:
     r = send(fixture_server, "split")
     assert r.error is None, r.error_detail

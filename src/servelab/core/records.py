@@ -20,7 +20,7 @@ class ErrorClass(enum.StrEnum):
     HTTP_5XX = "http_5xx"
     DISCONNECT = "disconnect"  # the server closed the stream before [DONE] / end of body
     MALFORMED = "malformed"  # SSE or JSON the client could not understand
-    STREAM_ERROR = "stream_error"  # an in-band {"error": ...} event
+    STREAM_ERROR = "stream_error"  # an in-band {"error": ...} event, or a finish_reason of "abort"
     CANCELLED = "cancelled"  # the run stopped the request
     CLIENT = "client"  # a bug on our side, kept as data rather than raised
 

@@ -59,6 +59,8 @@ class Transport(Protocol):
 
 _PATHS: dict[str, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _MAX_ERROR_BODY = 2000
+# finish_reason values that say the server gave up on the request rather than ended it
+ABORTED_REASONS = frozenset({"abort", "aborted", "cancelled", "canceled", "error"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +193,10 @@ def _check_complete(stream: Stream, record: RequestRecord, interpreter: StreamIn
     content_type = stream.start.headers.get("content-type", "")
     if "text/event-stream" not in content_type:
         _fail(record, ErrorClass.MALFORMED, f"expected text/event-stream, got {content_type or 'no type'!r}")
+    elif (record.finish_reason or "").lower() in ABORTED_REASONS:
+        # vLLM and SGLang end the requests they drop (a shutdown, a KV-transfer failure) with a clean-looking
+        # stream: a chunk with finish_reason "abort", then [DONE]. The reply is cut, not finished.
+        _fail(record, ErrorClass.STREAM_ERROR, f"the server aborted the reply (finish_reason {record.finish_reason!r})")
     elif not interpreter.done and record.finish_reason is None:
         _fail(record, ErrorClass.DISCONNECT, "stream ended without [DONE] or a finish_reason")
 

@@ -5,7 +5,7 @@ writes, a sink that answers as fast as a socket can).
 
 The first path segment picks the behaviour: ``http://127.0.0.1:PORT/<mode>``, a mode of :data:`MODES`
 (``schedule``, ``disconnect``, ``malformed``, ``http500``, ``http429``, ``stall``, ``split``, ``no_done``,
-``inband_error``, ``tools``, ``reasoning``, ``sink``); any other path gets the server's default mode.
+``inband_error``, ``aborted``, ``tools``, ``reasoning``, ``sink``); any other path gets the server's default mode.
 ``GET .../v1/models`` lists one model.
 
 ``schedule``: each content delta is "SENT:PREV ", SENT the server's ``perf_counter_ns()`` just before this chunk's
@@ -152,6 +152,16 @@ async def mode_inband_error(writer: Writer, req: dict[str, Any]) -> None:
     await _head(writer)
     await _send(writer, _chunk({"content": "partial "}))
     await _send(writer, b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n')
+    await _end(writer)
+
+
+async def mode_aborted(writer: Writer, req: dict[str, Any]) -> None:
+    """What vLLM sends for a request it aborts at shutdown: a finish_reason of "abort", usage, then [DONE]."""
+    await _head(writer)
+    await _send(writer, _chunk({"content": "half "}))
+    usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    tail = json.dumps({"id": "fx", "choices": [], "usage": usage}).encode()
+    await _send(writer, _chunk({}, "abort") + b"data: " + tail + b"\n\ndata: [DONE]\n\n")
     await _end(writer)
 
 
