@@ -6,7 +6,7 @@
 # own series are sampled beside it. Results under OUT; table: python3 benchmarks/gpu/bench_scale.py table OUT...
 # A server already up with the same API_SERVERS (started by an earlier call, in its own session) is reused; KEEP=1
 # leaves the server running (setsid) for the next call.
-# usage: [REQ_FACTOR=2] [MIN_REQUESTS=512] [GUIDELLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] [CONFIRM=1]
+# usage: [REQ_FACTOR=2] [MIN_REQUESTS=512] [GUIDELLM_LEVELS=...] [VLLM_LEVELS=...] [API_SERVERS=1] [LEVELS=64,256,512,1024] [GUIDELLM_SITE=/tmp/gsite] [CONFIRM=1]
 #        [KEEP=1] bash benchmarks/gpu/bench_scale.sh KIT OUT
 set -uo pipefail
 KIT=${1:?kit dir}; OUT=${2:?out dir}; mkdir -p "$OUT"
@@ -31,6 +31,7 @@ for C in ${LEVELS//,/ }; do
   N=$((${REQ_FACTOR:-2} * C)); N=$((N < ${MIN_REQUESTS:-512} ? ${MIN_REQUESTS:-512} : N))
   run $W servelab-x1-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x1-c$C $URL $C 1 $N
   run $W servelab-x4-c$C $URL -- python3 benchmarks/gpu/bench_scale.py servelab "$OUT" servelab-x4-c$C $URL $C 4 $N
+  [[ ,${VLLM_LEVELS:-$LEVELS}, == *,$C,* ]] &&
   run $W vllm-c$C $URL -- python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat --base-url $URL \
     --endpoint /v1/chat/completions --model smollm2-135m --tokenizer "$MODEL" --dataset-name random \
     --random-input-len 128 --random-output-len 256 --num-prompts $N --max-concurrency $C --ignore-eos \
