@@ -51,9 +51,19 @@ def blocks(lines: list[str]) -> list[tuple[Counter[str], dict[str, set[str]]]]:
 
 
 def _names(folder: Path) -> list[str]:
+    """The runs in the order they ran; a servelab step confirmed with more load processes (CONFIRM=1: its
+    verdict's ``relieved``) ran twice, its second run named ``NAME (confirm)``."""
     log = folder / "step.log"
     rows = [json.loads(x) for x in log.read_text().splitlines() if x.startswith('{"name"')] if log.exists() else []
-    return [r["name"] for r in rows]
+    return [run for r in rows for run in (r["name"], *_confirm(folder, r["name"]))]
+
+
+def _confirm(folder: Path, name: str) -> list[str]:
+    saved = folder / f"{name}.json"
+    if not name.startswith("servelab") or not saved.exists():
+        return []
+    verdict = json.loads(saved.read_text()).get("bottleneck") or {}
+    return [f"{name} (confirm)"] if verdict.get("relieved") else []
 
 
 def busiest_share(folder: Path) -> dict[str, float]:
@@ -80,6 +90,9 @@ def main(dirs: list[str]) -> None:
     print("|---|---|---|---|---|---|")
     for folder in map(Path, dirs):
         api = (folder / "api-servers").read_text().strip()
+        if not any((folder / f).exists() for f in ("serve.log", "serve.log.gz")):
+            print(f"| {api} | {folder}: no serve.log (the server was started by an earlier call) | | | | |")
+            continue
         found = blocks(_lines(folder))
         for label, (reqs, ports) in zip(_labels(folder, len(found)), found, strict=True):
             n, conns = sum(reqs.values()), [len(v) for v in ports.values()]
