@@ -360,8 +360,8 @@ def _tenths(sessions: float) -> float:
 
 
 def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> list[str]:
-    notes = []
     spec = resolved.spec
+    notes = list(spec.notes)
     declared = spec.quantization
     if declared and req.quant and req.quant != declared.name:
         notes.append(f"--quant {req.quant} overrides the checkpoint's own {declared.source}")

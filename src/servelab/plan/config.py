@@ -13,6 +13,7 @@ from typing import Any
 from servelab.core.errors import UsageError
 from servelab.plan.ckpt_quant import scheme_from_config
 from servelab.plan.families import FAMILIES
+from servelab.plan.generic import inferred_note, unmodelled
 from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown, UnknownArchitecture
 from servelab.plan.state import RecurrentState
 
@@ -187,8 +188,7 @@ def _moe_layout(cfg: Config) -> tuple[int, int, int, int, list[bool]] | None:
     if not experts:
         return None
     per_tok = int(_get(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk"))
-    mtype = _model_type(cfg)
-    size = int(cfg["intermediate_size"]) if mtype in ("mixtral", "gpt_oss") else int(cfg["moe_intermediate_size"])
+    size = int(_get(cfg, "moe_intermediate_size", "intermediate_size"))  # Mixtral and gpt-oss: one size for both
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     if cfg.get("n_shared_experts"):
         shared = int(cfg["n_shared_experts"]) * size
@@ -202,8 +202,20 @@ def _moe_layout(cfg: Config) -> tuple[int, int, int, int, list[bool]] | None:
     return int(experts), per_tok, size, shared, is_moe
 
 
+# families whose MLP is up -> activation -> down (two matrices), not gated (three): read in their model files
+PLAIN_MLP_TYPES = {"starcoder2", "gpt_bigcode", "gpt_neox", "phi", "nemotron", "arcee", "apertus", "persimmon",
+                   "falcon", "gpt2", "bloom", "mpt", "opt", "gptj", "codegen"}  # fmt: skip
+
+
 def _gated_mlp(hidden: int, inner: int) -> int:
     return 3 * hidden * inner
+
+
+def _dense_mlp(cfg: Config, hidden: int, inner: int) -> int:
+    """A dense layer's MLP: gated (gate, up, down) unless the family's is plain, or its activation is squared ReLU
+    (relu2: Nemotron's and Arcee's plain MLP)."""
+    plain = _model_type(cfg) in PLAIN_MLP_TYPES or cfg.get("hidden_act") == "relu2"
+    return 2 * hidden * inner if plain else _gated_mlp(hidden, inner)
 
 
 def param_breakdown(cfg: Config, kinds: list[str]) -> tuple[ParamBreakdown, MoESpec | None]:
@@ -213,12 +225,12 @@ def param_breakdown(cfg: Config, kinds: list[str]) -> tuple[ParamBreakdown, MoES
     layout = _moe_layout(cfg)
     dense_inner = int(cfg.get("intermediate_size") or 0)
     if layout is None:
-        mlp_dense, routed, shared_total, moe = _gated_mlp(hidden, dense_inner) * len(kinds), 0, 0, None
+        mlp_dense, routed, shared_total, moe = _dense_mlp(cfg, hidden, dense_inner) * len(kinds), 0, 0, None
     else:
         experts, per_tok, size, shared, is_moe = layout
         moe_layers = sum(is_moe)
         expert = _gated_mlp(hidden, size)
-        mlp_dense = _gated_mlp(hidden, dense_inner) * (len(kinds) - moe_layers)
+        mlp_dense = _dense_mlp(cfg, hidden, dense_inner) * (len(kinds) - moe_layers)
         routed = experts * expert * moe_layers
         shared_per_layer = _gated_mlp(hidden, shared) + hidden * experts + (hidden if shared else 0)
         shared_total = shared_per_layer * moe_layers
@@ -286,9 +298,11 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
     cfg = text_config(config)
     mtype = _model_type(cfg)
     known = STANDARD_TYPES | MLA_TYPES | GDN_TYPES | set(FAMILIES)
-    if mtype not in known:
+    inferred = mtype not in known
+    if inferred and (not mtype or (blockers := unmodelled(cfg))):
+        said = f": its config has {'; '.join(blockers)}" if mtype else ""
         raise UnknownArchitecture(
-            f"architecture {mtype or '(no model_type)'!r} is not one servelab can model yet",
+            f"architecture {mtype or '(no model_type)'!r} is not one servelab can model yet{said}",
             hint=f"known: {', '.join(sorted(known))}",
         )
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
@@ -318,6 +332,7 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
         intermediate_size=int(cfg.get("intermediate_size") or 0),
         mamba_chunk_size=int(cfg.get("mamba_chunk_size") or cfg.get("chunk_size") or 0),
         source=source,
+        notes=(inferred_note(mtype),) if inferred else (),
     )
 
 
