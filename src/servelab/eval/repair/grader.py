@@ -2,13 +2,14 @@
 
 1. The graded tree is servelab's: a fresh copy of the task's original repo, with only the editable paths
    replaced by what the harvest took (regular files, within caps; see :mod:`.harvest`), then the hidden tests
-   and two canary tests whose names and values are drawn anew for each grading: one must pass, one must fail.
+   and two canary tests whose names and values are drawn anew for each grading: one must pass, one must fail;
+   and copies of the hidden tests with their expected values drawn anew, which must all fail (:mod:`.mutate`).
 2. It runs read-only in the sandbox under servelab's runner (isolated interpreter, servelab's configuration,
    no plugin autoload, no conftest above the tree), which streams each report line to a pipe.
 3. Read from outside that process, the grade is ``error`` with a reason starting "tampered" when the
-   must-fail canary passed, the must-pass one did not, the process exited 0 (the must-fail canary always makes
-   an honest run exit 1), the report has no closing line or disagrees with the exit code, or tests the task
-   does not define ran. Canaries detect tampering; they cannot prevent it (see the README)."""
+   must-fail canary or a changed copy passed, the must-pass one did not, the process exited 0 (the must-fail
+   canary always makes an honest run exit 1), the report has no closing line or disagrees with the exit code, or
+   tests the task does not define ran. Canaries detect tampering; they cannot prevent it (see the README)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ import json
 import secrets
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from servelab.eval.repair.harvest import Harvest, harvest, write_tree
+from servelab.eval.repair.mutate import expectation_copies
 from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import remove_tree
 from servelab.eval.sandbox import Limits, fresh_copy, library, run, seen_as
@@ -82,6 +84,11 @@ class Canaries:
     file: str  # relative to the tree
     must_pass: str  # node ids
     must_fail: str
+    changed: tuple[str, ...] = ()  # hidden tests' copies with their expected values drawn anew (:mod:`.mutate`)
+
+    @property
+    def nodes(self) -> set[str]:
+        return {self.must_pass, self.must_fail, *self.changed}
 
     @classmethod
     def draw(cls, task: Task) -> tuple[Canaries, str]:
@@ -107,9 +114,22 @@ def build_tree(task: Task, taken: Harvest) -> tuple[Path, Canaries]:
     shutil.copytree(task.root / "hidden", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     canaries, text = Canaries.draw(task)
     (tree / canaries.file).write_text(text)
+    canaries = replace(canaries, changed=_write_changed_copies(task, tree))
     for path in [tree, *tree.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return tree, canaries
+
+
+def _write_changed_copies(task: Task, tree: Path) -> tuple[str, ...]:
+    """Beside each hidden test file, its tests' copies with new expected values, in a file of a new name."""
+    nodes: list[str] = []
+    for source in sorted((task.root / "hidden").rglob("test*.py")):
+        text, names = expectation_copies(source)
+        if names:
+            rel = (source.parent.relative_to(task.root / "hidden") / f"test_{secrets.token_hex(6)}.py").as_posix()
+            (tree / rel).write_text(text)
+            nodes += [f"{rel}::{name}" for name in names]
+    return tuple(nodes)
 
 
 def _skip(repo: Path, path: Path, editable: set[str]) -> bool:
@@ -162,11 +182,16 @@ def verdict(grade: RepoGrade, task: Task, canaries: Canaries, report: bytes) -> 
         )
     elif _passed(phases, canaries.must_fail):
         grade.error = "tampered: a canary test that must fail passed"
+    elif read := [n for n in canaries.changed if _passed(phases, n)]:
+        grade.error = (
+            f"tampered: {len(read)} cop{'y' if len(read) == 1 else 'ies'} of a hidden test with its "
+            f"expected value changed passed (the code read what it was compared with): {read[0]}"
+        )
     elif not _passed(phases, canaries.must_pass):
         grade.error = "tampered: a canary test that must pass did not"
     elif grade.exit_code == 0:
         grade.error = "tampered: the process exited 0, but the canary test that must fail did not pass"
-    elif names - task.all_tests - {canaries.must_pass, canaries.must_fail}:
+    elif names - task.all_tests - canaries.nodes:
         grade.error = f"tampered: tests the task does not define ran: {sorted(names - task.all_tests)[:3]}"
     elif grade.exit_code != 1:
         grade.error = f"pytest exited with status {grade.exit_code}"
