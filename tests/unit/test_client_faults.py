@@ -67,6 +67,26 @@ def test_a_reply_the_server_aborted_is_an_error_that_keeps_its_text_and_usage(fi
     assert r.completion_tokens == 1
 
 
+def test_a_server_that_ignores_max_tokens_is_cut_off_and_said_so(fixture_server: str) -> None:
+    """Streaming past any bound max_tokens allows would hold the request, and the run, for good."""
+    r = send(fixture_server, "endless")
+    assert r.error is ErrorClass.MALFORMED and "ignores the limit" in (r.error_detail or "")
+    assert r.output_text.startswith("more more ") and len(r.chunk_ns) > 4 * BODY["max_tokens"]  # type: ignore[operator]
+
+
+def test_an_event_that_never_ends_is_cut_off_without_stalling_the_loop(fixture_server: str) -> None:
+    """An unfinished event is kept as pieces (linear time) up to a bound: before, each piece re-joined and re-searched
+    everything kept (26 MB took 6 s of one core) and nothing bounded it."""
+    r = send(fixture_server, "endless_event")
+    assert r.error is ErrorClass.MALFORMED and "without ending" in (r.error_detail or "")
+
+
+def test_an_error_body_that_never_ends_is_read_only_to_its_reason(fixture_server: str) -> None:
+    r = send(fixture_server, "endless_error")
+    assert r.error is ErrorClass.HTTP_5XX and r.http_status == 500
+    assert (r.error_detail or "").startswith("HTTP 500: engine failed: yyy")
+
+
 def test_event_split_across_tcp_writes_is_stamped_at_its_last_byte(fixture_server: str) -> None:
     r = send(fixture_server, "split")
     assert r.error is None, r.error_detail

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from servelab.core.records import ErrorClass, Labels, RequestRecord
 from servelab.core.urls import api_base
 from servelab.engines.interpret import StreamInterpreter
-from servelab.engines.sse import SSEDecoder
+from servelab.engines.sse import EventTooLarge, SSEDecoder
 from servelab.engines.transport import (
     ConnectFailed,
     IdleTimeout,
@@ -115,7 +115,7 @@ class StreamClient:
         body = json.dumps(self.build_payload(endpoint, payload)).encode()
         stamps = RequestStamps()
         try:
-            await self._exchange(endpoint, body, record, stamps)
+            await self._exchange(endpoint, body, record, stamps, _ReplyBounds.of(payload))
         except asyncio.CancelledError:
             _fail(record, ErrorClass.CANCELLED, "cancelled by the run")
             raise
@@ -133,7 +133,9 @@ class StreamClient:
                 record.end_ns = time.perf_counter_ns()
         return record
 
-    async def _exchange(self, endpoint: Endpoint, body: bytes, record: RequestRecord, stamps: RequestStamps) -> None:
+    async def _exchange(
+        self, endpoint: Endpoint, body: bytes, record: RequestRecord, stamps: RequestStamps, bounds: _ReplyBounds
+    ) -> None:
         headers = {"Authorization": f"Bearer {self.options.api_key}"} if self.options.api_key else {}
         stream = await (self.options.transport or post_stream)(
             self.base + _PATHS[endpoint].removeprefix("/v1"),
@@ -150,41 +152,81 @@ class StreamClient:
             if stream.start.status >= 400:
                 await _http_error(stream, record)
             else:
-                await _read_events(stream, record)
+                await _read_events(stream, record, bounds)
         finally:
             stream.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _ReplyBounds:
+    """How much of a streamed reply is read before the server is said to ignore the request's own limit: a server
+    that streams past them would otherwise hold the request (and the run waiting on it) for good."""
+
+    events: int | None  # data events: a few per token at most (role, usage and empty parser deltas included)
+    body_bytes: int
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> _ReplyBounds:
+        tokens = _positive(payload.get("max_tokens")) or _positive(payload.get("max_completion_tokens"))
+        if tokens is None:
+            return cls(events=None, body_bytes=1 << 30)
+        tokens *= _positive(payload.get("n")) or 1
+        return cls(events=4 * tokens + 1024, body_bytes=max(64 << 20, 8192 * tokens))
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 async def _http_error(stream: Stream, record: RequestRecord) -> None:
     kind = ErrorClass.HTTP_5XX if stream.start.status >= 500 else ErrorClass.HTTP_4XX
     parts: list[bytes] = []
+    kept = 0
     try:
         async for seg in stream.body():
             parts.append(seg.data)
+            kept += len(seg.data)
             record.end_ns = seg.arrived_ns
+            if kept > _MAX_ERROR_BODY * 32:  # the reason is in its first bytes; an endless error body is not read
+                break
     except (IdleTimeout, PeerClosed):
         pass
     text = b"".join(parts).decode("utf-8", errors="replace")[:_MAX_ERROR_BODY]
     _fail(record, kind, f"HTTP {stream.start.status}: {text}".strip())
 
 
-async def _read_events(stream: Stream, record: RequestRecord) -> None:
+async def _read_events(stream: Stream, record: RequestRecord, bounds: _ReplyBounds) -> None:
     decoder = SSEDecoder()
     interpreter = StreamInterpreter(record)
     last_ns = stream.start.arrived_ns
+    events = body = 0
     try:
         async for seg in stream.body():
             last_ns = seg.arrived_ns
+            body += len(seg.data)
             for event in decoder.feed(seg.data, seg.arrived_ns):
                 interpreter.apply(event)
+                events += 1
+            if record.error is None and (over := _past(bounds, events, body)):
+                _fail(record, ErrorClass.MALFORMED, over)
             if record.error is not None:
                 return
         for event in decoder.flush(last_ns):
             interpreter.apply(event)
+    except EventTooLarge as exc:
+        _fail(record, ErrorClass.MALFORMED, str(exc))
     finally:
         interpreter.finish()
         record.end_ns = last_ns
     _check_complete(stream, record, interpreter)
+
+
+def _past(bounds: _ReplyBounds, events: int, body: int) -> str | None:
+    if bounds.events is not None and events > bounds.events:
+        return f"the server streamed {events:,} events, past what max_tokens allows: it ignores the limit"
+    if body > bounds.body_bytes:
+        return f"the server streamed over {bounds.body_bytes:,} bytes for one reply: it ignores the limit"
+    return None
 
 
 def _check_complete(stream: Stream, record: RequestRecord, interpreter: StreamInterpreter) -> None:

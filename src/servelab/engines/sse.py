@@ -16,18 +16,30 @@ class SSEEvent:
     event: str = "message"
 
 
+MAX_EVENT_BYTES = 16 << 20  # one event past this is a hostile or broken server, not a reply
+
+
+class EventTooLarge(ValueError):
+    """An event grew past :data:`MAX_EVENT_BYTES` without its blank line."""
+
+
 class SSEDecoder:
     """Feed bytes as they arrive; get back the events they complete.
 
     Follows the WHATWG rules that matter for LLM servers: ``\\n``, ``\\r\\n`` and ``\\r`` line
     ends, ``field: value`` with one optional space, multi-line ``data`` joined by ``\\n``,
     comment lines (``: ping``) ignored, a blank line dispatches. Bytes are kept until a blank line
-    completes an event block; the common block, one ``data: `` line, takes a fast path.
+    completes an event block; the common block, one ``data: `` line, takes a fast path. An unfinished
+    event is kept as its pieces and only each new piece is searched, so a server that never ends one
+    costs linear time, up to ``max_event_bytes`` (then :class:`EventTooLarge`).
     """
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
         self._pending_cr = False
+        self._ends_nl = False  # the kept bytes end with a line end: a new piece starting with one ends the event
+        self.max_event_bytes = max_event_bytes
 
     def feed(self, chunk: bytes, arrived_ns: int) -> list[SSEEvent]:
         if self._pending_cr and chunk.startswith(b"\n"):
@@ -35,12 +47,15 @@ class SSEDecoder:
         self._pending_cr = chunk.endswith(b"\r")
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        text = self._buffer + chunk if self._buffer else chunk
-        if b"\n\n" not in text:
-            self._buffer = text
+        if not chunk:
             return []
+        if b"\n\n" not in chunk and not (self._ends_nl and chunk.startswith(b"\n")):
+            self._keep(chunk)
+            return []
+        text = b"".join((*self._parts, chunk)) if self._parts else chunk
         blocks = text.split(b"\n\n")
-        self._buffer = blocks.pop()
+        self._parts, self._size, self._ends_nl = [], 0, False
+        self._keep(blocks.pop())
         events: list[SSEEvent] = []
         for block in blocks:
             if block.startswith(b"data: ") and b"\n" not in block:
@@ -51,8 +66,18 @@ class SSEDecoder:
 
     def flush(self, arrived_ns: int) -> list[SSEEvent]:
         """End of stream: dispatch a last event that lacked its blank line."""
-        block, self._buffer = self._buffer, b""
+        block = b"".join(self._parts)
+        self._parts, self._size, self._ends_nl = [], 0, False
         return _block(block, arrived_ns) if block else []
+
+    def _keep(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self._parts.append(piece)
+        self._size += len(piece)
+        self._ends_nl = piece.endswith(b"\n")
+        if self._size > self.max_event_bytes:
+            raise EventTooLarge(f"an SSE event grew past {self.max_event_bytes:,} bytes without ending")
 
 
 def _block(block: bytes, arrived_ns: int) -> list[SSEEvent]:

@@ -5,7 +5,8 @@ writes, a sink that answers as fast as a socket can).
 
 The first path segment picks the behaviour: ``http://127.0.0.1:PORT/<mode>``, a mode of :data:`MODES`
 (``schedule``, ``disconnect``, ``malformed``, ``http500``, ``http429``, ``stall``, ``split``, ``no_done``,
-``inband_error``, ``aborted``, ``tools``, ``reasoning``, ``sink``); any other path gets the server's default mode.
+``inband_error``, ``aborted``, ``endless``, ``endless_event``, ``endless_error``, ``tools``, ``reasoning``,
+``sink``); any other path gets the server's default mode.
 ``GET .../v1/models`` lists one model.
 
 ``schedule``: each content delta is "SENT:PREV ", SENT the server's ``perf_counter_ns()`` just before this chunk's
@@ -163,6 +164,29 @@ async def mode_aborted(writer: Writer, req: dict[str, Any]) -> None:
     tail = json.dumps({"id": "fx", "choices": [], "usage": usage}).encode()
     await _send(writer, _chunk({}, "abort") + b"data: " + tail + b"\n\ndata: [DONE]\n\n")
     await _end(writer)
+
+
+async def mode_endless(writer: Writer, req: dict[str, Any]) -> None:
+    """A server that ignores max_tokens: content chunks until the client hangs up."""
+    await _head(writer)
+    while not writer.is_closing():
+        await _send(writer, _chunk({"content": "more "}) * 64)
+
+
+async def mode_endless_event(writer: Writer, req: dict[str, Any]) -> None:
+    """One event that never ends: a data line written 64 KiB at a time, no line end, until the client hangs up."""
+    await _head(writer)
+    await _send(writer, b"data: ")
+    while not writer.is_closing():
+        await _send(writer, b"x" * 65536)
+
+
+async def mode_endless_error(writer: Writer, req: dict[str, Any]) -> None:
+    """An HTTP 500 whose body never ends."""
+    await _head(writer, 500, "text/plain")
+    await _send(writer, b"engine failed: ")
+    while not writer.is_closing():
+        await _send(writer, b"y" * 65536)
 
 
 async def mode_tools(writer: Writer, req: dict[str, Any]) -> None:
