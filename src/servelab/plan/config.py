@@ -16,6 +16,7 @@ from servelab.plan.families import FAMILIES
 from servelab.plan.generic import inferred_note, unmodelled
 from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown, UnknownArchitecture
 from servelab.plan.state import RecurrentState
+from servelab.plan.values import check_values
 
 Config = Mapping[str, Any]
 
@@ -308,17 +309,24 @@ def spec_from_config(config: Config, *, name: str = "", source: str = "") -> Mod
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         if key not in cfg:
             raise UsageError(f"config.json has no {key!r}: is it a language model's config?")
+    check_values(config)
+    check_values(cfg)
     try:
-        layers, params, moe = _layout(cfg, mtype)
-    except (KeyError, TypeError, ValueError) as exc:
+        return _spec(config, cfg, mtype, inferred, name, source)
+    except (KeyError, TypeError, ValueError, ArithmeticError, IndexError, AttributeError) as exc:
         raise UsageError(f"config.json of a {mtype!r} model is missing or has a bad value: {exc}") from None
+
+
+def _spec(config: Config, cfg: Config, mtype: str, inferred: bool, name: str, source: str) -> ModelSpec:
+    layers, params, moe = _layout(cfg, mtype)
     quantization = scheme_from_config(config, int(cfg["num_hidden_layers"])) or scheme_from_config(
         cfg, int(cfg["num_hidden_layers"])
     )
-    archs = config.get("architectures") or [mtype]
+    archs = config.get("architectures")
+    arch = str(archs[0]) if isinstance(archs, list) and archs else mtype
     return ModelSpec(
-        name=name or str(cfg.get("_name_or_path") or archs[0]),
-        architecture=str(archs[0]),
+        name=name or str(cfg.get("_name_or_path") or arch),
+        architecture=arch,
         model_type=mtype,
         hidden_size=int(cfg["hidden_size"]),
         vocab_size=int(cfg["vocab_size"]),
