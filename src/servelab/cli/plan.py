@@ -37,7 +37,9 @@ def plan(
     gpu_key: str = typer.Option("h100-80gb", "--gpu", help=f"One of: {', '.join(GPUS)}."),
     gpu_mem: str | None = typer.Option(None, "--gpu-mem", help="GPU memory instead of --gpu, like 96GiB."),
     context: str = typer.Option("32k", "--context", help="Tokens per session (max_model_len), like 64k."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Concurrent sessions at that context."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", min=1, max=1 << 24, help="Concurrent sessions at that context."
+    ),
     quant: str | None = typer.Option(
         None, "--quant", help=f"Weights, overriding the checkpoint's quantization_config: {', '.join(QUANTS)}."
     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -155,11 +156,34 @@ ENGINES = {
 _DEST_FLAGS = {dest: flag for flag, (dest, _) in VLLM_FLAGS.items() if flag.startswith("--")}
 
 
+# the values an engine accepts for the settings that change memory (it refuses the rest at start)
+RANGES: dict[str, tuple[float, float]] = {
+    "gpu_memory_utilization": (1e-6, 1.0), "max_model_len": (1, 1 << 34), "max_num_seqs": (1, 1 << 24),
+    "max_num_batched_tokens": (1, 1 << 34), "block_size": (1, 1 << 16), "tensor_parallel_size": (1, 1 << 12),
+    "kv_cache_memory_bytes": (0, 1 << 50),
+}  # fmt: skip
+
+
+def out_of_range(dest: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the engine's ``dest`` (not finite, not whole, or outside what it accepts)."""
+    if dest not in RANGES or value is None:
+        return None
+    low, high = RANGES[dest]
+    number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    whole = dest == "gpu_memory_utilization" or (number and float(value).is_integer())
+    if not number or not whole or not low <= value <= high:
+        kind = "a number" if dest == "gpu_memory_utilization" else "a whole number"
+        return f"{value!r} is not {kind} from {low:g} to {high:,g}"
+    return None
+
+
 def _take(values: dict[str, Any], dest: str, cast: Callable[[str], Any], raw: str, flag: str) -> None:
     try:
         values[dest] = cast(raw)
-    except (UsageError, ValueError) as exc:
+    except (UsageError, ValueError, OverflowError) as exc:
         raise UsageError(f"--engine-args: {flag} {raw!r}: {exc}") from None
+    if why := out_of_range(dest, values[dest]):
+        raise UsageError(f"--engine-args: {flag}: {why}")
 
 
 def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
@@ -230,6 +254,9 @@ def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
         del values["hf_overrides"]
     if "model" not in values and isinstance(data.get("model_tag"), str):
         values["model"] = data["model_tag"]
+    for dest, value in values.items():
+        if why := out_of_range(dest, value):
+            raise UsageError(f"the engine's logged {dest}: {why}")
     args = EngineArgs(**values)
     tokens: list[str] = [args.model] if args.model else []
     for dest, value in args.given().items():

@@ -102,9 +102,12 @@ def parse_tokens(text: str) -> int:
     """'64k' → 65536, '128K' → 131072, '32768' → 32768."""
     t = text.strip().lower()
     try:
-        return int(float(t[:-1]) * 1024) if t.endswith("k") else int(t)
-    except ValueError:
+        count = int(float(t[:-1]) * 1024) if t.endswith("k") else int(t)
+    except (ValueError, OverflowError):
         raise UsageError(f"cannot read a token count from {text!r}", hint="like 64k or 32768") from None
+    if not 1 <= count <= 1 << 34:
+        raise UsageError(f"a token count of {text!r} is not from 1 to {1 << 34:,}", hint="like 64k or 32768")
+    return count
 
 
 def parse_alongside(items: list[str]) -> dict[str, int]:

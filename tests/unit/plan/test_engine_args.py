@@ -115,3 +115,24 @@ def test_a_logs_hf_overrides_are_read_back() -> None:
         args = engine_args_from_log(handle.read())
     assert args is not None and args.config_overrides() == {"attention_chunk_size": 0}
     assert "--hf-overrides" in args.tokens
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        "--max-model-len 0", "--max-model-len -1", "--max-model-len 0.5", "--max-model-len 1e999", "-tp 0",
+        "--block-size 0", "--gpu-memory-utilization nan", "--gpu-memory-utilization inf",
+        "--gpu-memory-utilization 1.5", "--gpu-memory-utilization -1", "--kv-cache-memory-bytes -5",
+        "--max-num-seqs 0", "--max-num-batched-tokens -8k",
+    ],
+)  # fmt: skip
+def test_a_value_the_engine_would_refuse_is_a_clear_error(flags: str) -> None:
+    """vLLM refuses these at start; the plan did not: tracebacks (0 or NaN divided by) or a plan built on them."""
+    with pytest.raises(UsageError, match="--engine-args"):
+        parse_engine_args(flags)
+
+
+@pytest.mark.parametrize("context", ["0", "-1", "-64k", "1e999", "99999999999999999999"])
+def test_a_context_no_engine_serves_is_refused(context: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--gpu", "h200", "--context", context]) == 2
+    assert "token count" in capsys.readouterr().err
