@@ -195,3 +195,12 @@ def test_a_load_without_a_count_runs_until_cancelled(fixture_server: str) -> Non
 
     asyncio.run(go())
     assert len(seen) >= 10 and set(seen) == {"code-chat"}  # ~60 ms a request, two streams, 1.5 s
+
+
+def test_a_closed_loop_makes_no_more_streams_than_it_has_requests() -> None:
+    """--concurrency 10^20 with --requests 2 made a stream per unit of concurrency (12 GB, then killed)."""
+    from servelab.load.runner import stream_count
+
+    assert stream_count(10**20, 2) == 2
+    assert stream_count(64, 1000) == 64
+    assert stream_count(64, None) == 64  # a run bounded by its duration keeps every stream

@@ -29,6 +29,15 @@ from servelab.core.store import RunStore
         (["bench", "--target", "x=http://h", "--sweep", "1,2", "--rate-sweep", "1"], 2, "not both"),
         (["bench", "--target", "x=http://h", "--slo", "ttft=1s", "--confirm"], 2, "--confirm tests"),
         (["runs", "show", "nope", "--store", "STORE"], 1, "no run 'nope'"),
+        # infinity passes click's float ranges: each float option is checked (was an internal error at --rate inf)
+        (["bench", "--target", "x=http://h", "--rate", "inf"], 2, "--rate wants a finite number"),
+        (["bench", "--target", "x=http://h", "--duration", "1e999"], 2, "--duration wants a finite number"),
+        (["bench", "--target", "x=http://h", "--duration", "-5"], 2, "--duration wants seconds above 0"),
+        (["bench", "--target", "x=http://h", "--rate-sweep", "1,inf"], 2, "finite rates"),
+        (["eval", "--target", "x=http://h", "--timeout", "inf"], 2, "--timeout wants a finite number"),
+        (["coexist", "--settle", "inf"], 2, "--settle wants a finite number"),
+        (["coexist", "--lookahead", "1,inf"], 2, "finite numbers"),
+        (["engine", "up", "--timeout", "inf"], 2, "--timeout wants a finite number"),
     ],
 )
 def test_bad_input(argv: list[str], code: int, text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,14 @@ ModelOption = typer.Option(
 ApiKeyOption = typer.Option(
     [], "--api-key", help="The server's API key (default: $OPENAI_API_KEY); NAME=KEY for one target; repeat."
 )
+
+
+def finite(**options: float | None) -> None:
+    """Refuse NaN and infinity in float options (click's float type and its ranges let both through), each named
+    by its flag: ``finite(rate=rate)`` for ``--rate``."""
+    for name, value in options.items():
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"--{name.replace('_', '-')} wants a finite number, got {value}")
 
 
 _CONSOLES: list[Console] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from servelab.cli._common import (
     ModelOption,
     StoreOption,
     console,
+    finite,
     open_store,
     print_json,
     refuse_failed,
@@ -121,6 +123,9 @@ def bench(
     json_out: bool = JsonOption,
 ) -> None:
     """Speed on the seed workloads, every target side by side, with intervals and a mark where they differ."""
+    finite(rate=rate, duration=duration, slo_attainment=slo_attainment, max_rate=max_rate, start_rate=start_rate)
+    if duration is not None and duration <= 0:
+        raise UsageError(f"--duration wants seconds above 0, got {duration}")
     if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
         raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
     if slo_over not in ("concurrency", "rate"):
@@ -131,6 +136,12 @@ def bench(
         raise UsageError("choose --sweep (concurrency) or --rate-sweep, not both")
     if confirm and slo:
         raise UsageError("--confirm tests the verdicts of bench steps; an --slo search does not take it")
+    if bad_lines not in ("stop", "skip"):
+        raise UsageError(f"--bad-lines is stop or skip, got {bad_lines!r}")
+    levels, rates = parse_levels(sweep) if sweep else None, parse_rates(rate_sweep) if rate_sweep else None
+    good = parse_slo(goodput) if goodput else None
+    if slo:
+        parse_slo(slo, slo_attainment)  # refused here, before any server is asked
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests,
@@ -145,16 +156,12 @@ def bench(
         fixed_output=fixed_output,  # type: ignore[arg-type]
         workers=workers,
     )
-    good = parse_slo(goodput) if goodput else None
     bar = steps(not json_out)
-
-    if bad_lines not in ("stop", "skip"):
-        raise UsageError(f"--bad-lines is stop or skip, got {bad_lines!r}")
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
-    if sweep:
-        scenarios = at_levels(scenarios, parse_levels(sweep))
-    if rate_sweep:
-        scenarios = at_rates(scenarios, parse_rates(rate_sweep))
+    if levels:
+        scenarios = at_levels(scenarios, levels)
+    if rates:
+        scenarios = at_rates(scenarios, rates)
     run_args = {
         "targets": target,
         "scenarios": scenario,
@@ -228,8 +235,8 @@ def parse_rates(text: str) -> list[float]:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--rate-sweep wants request rates like 0.5,1,2, got {text!r}") from None
-    if not rates or min(rates) <= 0:
-        raise UsageError(f"--rate-sweep wants rates above 0, got {text!r}")
+    if not rates or not all(0 < r < math.inf for r in rates):
+        raise UsageError(f"--rate-sweep wants finite rates above 0, got {text!r}")
     return rates
 
 

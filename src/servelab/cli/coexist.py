@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from servelab.cli._common import (
     ModelOption,
     StoreOption,
     console,
+    finite,
     open_store,
     print_json,
     refuse_failed,
@@ -51,9 +53,12 @@ SIZES = {"0.6b": (1024, 28, 3072), "small": (256, 4, 768)}
 
 def _floats(spec: str, what: str) -> tuple[float, ...]:
     try:
-        return tuple(float(x) for x in spec.split(",") if x.strip())
+        values = tuple(float(x) for x in spec.split(",") if x.strip())
     except ValueError:
         raise UsageError(f"{what} is a comma-separated list of numbers, got {spec!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise UsageError(f"{what} wants finite numbers, got {spec!r}")
+    return values
 
 
 def _json_object(text: str | None, what: str) -> dict[str, Any]:
@@ -170,6 +175,7 @@ def coexist(
     json_out: bool = JsonOption,
 ) -> None:
     """Does a long prefill make the streaming voice stutter? Chunk-interval p99, underruns, RTF per condition."""
+    finite(chunk_ms=chunk_ms, settle=settle)
     share = parse_sharing(sharing)
     kinds = [k.strip() for k in probe.split(",") if k.strip()]
     default = SEED_LAYERS if len(kinds) > 1 else CONDITIONS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from servelab.cli._common import JsonOption, console, print_json
+from servelab.cli._common import JsonOption, console, finite, print_json
 from servelab.core.errors import UsageError
 from servelab.engines.embedded import EmbeddedEngine, EngineSettings, EngineState
 from servelab.engines.llamacpp import LlamaServerEngine, llamacpp_settings
@@ -49,6 +49,7 @@ def up(
     json_out: bool = JsonOption,
 ) -> None:
     """Start the engine (or reuse the running one) and wait until /health answers."""
+    finite(timeout=timeout)
     engine = _engine(port, kind)
     if timeout != 600.0:
         from dataclasses import replace

@@ -12,6 +12,7 @@ from servelab.cli._common import (
     JsonOption,
     ModelOption,
     StoreOption,
+    finite,
     open_store,
     print_json,
     refuse_failed,
@@ -70,6 +71,7 @@ def eval_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Capability by axis: one outcome per item (correct, format_violation, wrong, error, timeout)."""
+    finite(agent_timeout=agent_timeout, temperature=temperature, timeout=timeout)
     suites = _suites(suite)
     lengths = _lengths(needle_lengths)
     needs_sandbox = bool(set(suites) & set(CODE_SUITES))

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import typer
 from rich.table import Table
 
-from servelab.cli._common import JsonOption, console, print_json
+from servelab.cli._common import JsonOption, console, finite, print_json
 from servelab.plan import (
     GIB,
     GPUS,
@@ -77,6 +77,7 @@ def plan(
     json_out: bool = JsonOption,
 ) -> None:
     """Will MODEL fit this GPU at this context and concurrency, next to its co-tenants?"""
+    finite(gpu_memory_utilization=util)
     if model == "list":
         _list_presets(json_out)
         return

@@ -84,6 +84,12 @@ class Share:
     start_ns: int | None = None  # perf_counter_ns (CLOCK_MONOTONIC, one clock for the host's processes)
 
 
+def stream_count(streams: int, requests: int | None) -> int:
+    """A closed loop's streams: no more than there are requests to take (one more would only idle, and a
+    --concurrency far above --requests made millions of them)."""
+    return streams if requests is None else min(streams, requests)
+
+
 def counter(requests: int | None) -> Callable[[], int | None]:
     """Request indices one process hands out in turn: 0, 1, ... ``requests`` of them (without end for None)."""
     upcoming = iter(indices(requests))
@@ -242,7 +248,8 @@ class ScenarioRun:
             while not self._should_stop(deadline) and (i := take()) is not None:
                 await self._one(i, time.perf_counter_ns(), nonce=self._unique(i), label=self.scenario.name, keep=True)
 
-        await asyncio.gather(*(stream() for _ in range(concurrency if share.streams is None else share.streams)))
+        streams = stream_count(concurrency if share.streams is None else share.streams, self.load.requests)
+        await asyncio.gather(*(stream() for _ in range(streams)))
 
     async def _open_loop(self, arrivals: OpenLoop, share: Share) -> None:
         """Requests at scheduled times regardless of completions; latency also counts from the schedule. Every
