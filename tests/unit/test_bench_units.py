@@ -204,3 +204,14 @@ def test_a_closed_loop_makes_no_more_streams_than_it_has_requests() -> None:
     assert stream_count(10**20, 2) == 2
     assert stream_count(64, 1000) == 64
     assert stream_count(64, None) == 64  # a run bounded by its duration keeps every stream
+
+
+def test_load_processes_are_no_more_than_the_step_can_use() -> None:
+    """--workers 10^20 tried to split the streams 10^20 ways; a process without a stream or a request idles."""
+    from servelab.load.arrivals import ClosedLoop, OpenLoop
+    from servelab.load.workers import usable_cores, useful_workers
+
+    assert useful_workers(8, ClosedLoop(concurrency=3), 100) == min(3, 4 * usable_cores())
+    assert useful_workers(8, OpenLoop(rate=50.0), 2) == 2
+    assert useful_workers(10**20, OpenLoop(rate=50.0), None) == 4 * usable_cores()
+    assert useful_workers(2, ClosedLoop(concurrency=64), None) == min(2, 4 * usable_cores())

@@ -106,6 +106,7 @@ def bench(
         None,
         "--workers",
         min=1,
+        max=4096,
         help="Load-generating processes, each with its own event loop (default: one per 32 streams or 32 req/s, "
         "up to half the cores).",
     ),

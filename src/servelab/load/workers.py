@@ -57,6 +57,20 @@ def default_workers(load: Load, scenario: Scenario) -> int:
     return max(1, min(wanted, usable_cores() // 2))
 
 
+WHY_FEWER = "no more than the step's streams and requests, nor four per core"
+
+
+def useful_workers(asked: int, pattern: object, requests: int | None) -> int:
+    """``asked`` load processes, but none without a stream or a request to send, and at most four per core (a
+    process more only shares a core and adds its start)."""
+    most = [asked, 4 * usable_cores()]
+    if isinstance(pattern, ClosedLoop):
+        most.append(pattern.concurrency)
+    if requests is not None:
+        most.append(requests)
+    return max(1, min(most))
+
+
 def split(total: int, parts: int) -> list[int]:
     """``total`` streams over ``parts`` workers, as evenly as they go (the first ones one more)."""
     return [total // parts + (k < total % parts) for k in range(parts)]
@@ -116,11 +130,15 @@ async def run_in_workers(
     """The step from ``workers`` processes; fitted and warmed up here first. A cold-then-warm step (one prompt
     twice in a row) runs here alone."""
     lead = ScenarioRun(target, scenario, load, sink, labels)
+    asked, workers = workers, useful_workers(workers, arrivals_for(load, scenario), load.requests)
+    fewer = [f"{asked} load processes asked for, {workers} started: {WHY_FEWER}"] if workers < asked else []
     if workers <= 1 or isinstance(arrivals_for(load, scenario), ColdThenWarm):
-        return await lead.run()
+        alone = await lead.run()
+        alone.warnings += fewer
+        return alone
     await lead.prepare()
     job = replace(load, warmup=0)
-    merge = _Merge(ScenarioResult(target.name, lead.scenario.name, warnings=list(lead.result.warnings)), sink)
+    merge = _Merge(ScenarioResult(target.name, lead.scenario.name, warnings=[*lead.result.warnings, *fewer]), sink)
     ctx = mp.get_context("spawn")
     taken, start, go = ctx.Value("q", 0), ctx.Value("q", 0), ctx.Event()
     pattern = arrivals_for(load, lead.scenario)
