@@ -65,7 +65,7 @@ def bench(
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Unrecorded requests before each step."),
+    warmup: int = typer.Option(1, "--warmup", min=0, max=100_000, help="Unrecorded requests before each step."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Override output tokens."),
     prefix_tokens: int | None = typer.Option(None, "--prefix-tokens", help="Override a long-prefix scenario's length."),
     duration: float | None = typer.Option(None, "--duration", help="Stop scheduling after this many seconds."),
