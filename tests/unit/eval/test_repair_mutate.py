@@ -20,6 +20,10 @@ def helper():
     return Cart()
 
 
+class Basket:
+    size = 2
+
+
 def test_total():
     cart = helper()
     cart.add("a", 2)
@@ -57,6 +61,8 @@ def test_only_a_call_compared_with_a_literal_holding_a_value_is_copied(tmp_path:
     assert names == ["test_total", "test_reversed_and_nested"]  # a name, a bool, a class method: not copied
     kept = [ast.unparse(s) for s in module.body if not isinstance(s, ast.FunctionDef) or not s.name.startswith("t")]
     assert "RATE = 3" in kept and "from shop import Cart" in kept and any("def helper" in k for k in kept)
+    assert any(k.startswith("class Basket") for k in kept)  # a helper class is kept, a Test class is not
+    assert not any(k.startswith("class TestGrouped") for k in kept)
 
 
 def test_the_copy_keeps_the_steps_before_the_assert_and_stops_there(tmp_path: Path) -> None:

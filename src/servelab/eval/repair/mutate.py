@@ -33,10 +33,15 @@ def expectation_copies(hidden: Path, limit: int = MAX_COPIES) -> tuple[str, list
     copies = [c for f in tests if (c := _changed_copy(f)) is not None][:limit]
     if not copies:
         return "", []
-    body = [s for s in module.body if not _is_test(s) and not isinstance(s, ast.ClassDef)] + copies
+    body = [s for s in module.body if not _is_test(s) and not _is_test_class(s)] + copies
     return ast.unparse(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))) + "\n", [
         c.name for c in copies
     ]
+
+
+def _is_test_class(node: ast.stmt) -> bool:
+    """A class pytest collects (its tests are not copied); a helper class the tests use is kept."""
+    return isinstance(node, ast.ClassDef) and node.name.startswith("Test")
 
 
 def _is_test(node: ast.stmt) -> bool:
