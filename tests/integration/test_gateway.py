@@ -97,14 +97,14 @@ def test_maintenance_long_prefill_and_realtime_route_external(
         assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == ("external", "maintenance")
         http.post("/admin/maintenance", json={"active": False}, headers=ADMIN)  # held: min hold time 5 s
         assert http.get("/admin/state", headers=ADMIN).json()["maintenance"]
-    # ~202 tokens by bytes, inside the exact band of a 200-token threshold: counted with /tokenize (over 200)
+    # over a 200-token threshold by its byte bound: counted exactly in process with the engine's own tokenizer
     long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 270}])
     relaxed = config(engine.url, external_engine.url, threshold=200, min_hold_s=0)
     with serve(relaxed) as (url, _), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=long_chat)
         assert reply.headers["x-servelab-reason"] == "long_prefill" and reply.status_code == 200
         tokens, method = reply.headers["x-servelab-tokens"].split(";")
-        assert method == "tokenize" and int(tokens) > 200
+        assert method == "exact" and int(tokens) > 200
         http.post("/admin/realtime", json={"active": True, "ttl_s": 30}, headers=ADMIN)
         reply = http.post("/v1/chat/completions", json=long_chat)
         assert reply.headers["x-servelab-reason"] == "realtime_long_prefill"

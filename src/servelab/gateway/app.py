@@ -18,7 +18,7 @@ from servelab.gateway.body import BadBody, parse_body
 from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
-from servelab.gateway.estimate import Estimate, by_size, estimate
+from servelab.gateway.estimate import Admission, Estimate
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import Pipe, Watchdog, passed_on
@@ -28,6 +28,7 @@ from servelab.gateway.server import Request, Response, Sent, StreamResponse
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
 from servelab.gateway.store import Store, make_store
+from servelab.gateway.tokenizer import load_counter
 from servelab.gateway.upstream import BeforeFirstByte, Opened, encoded_body, make_client, open_stream
 
 SHED_REASONS = ("realtime_long_prefill", "realtime_prefill_budget")
@@ -65,14 +66,22 @@ class Gateway:
         self.store: Store = store or make_store(config)
         self.clients: dict[str, HttpClient] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        policy = config.policy
+        long_figure = max(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens) + 1
+        self.admission = Admission(None, self.exact_tokens, long_figure, policy.bound_tokens_max)
+        self._counter_settled = False  # the engine has not yet said which model folder it serves
 
     # ---- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
         self.clients[LOCAL] = make_client(self.config.local)
+        await self._load_counter()
         if self.config.external is not None:
             self.clients[EXTERNAL] = make_client(self.config.external)
             self._tasks.append(asyncio.create_task(self._watch_external(self.config.external.url)))
         self._tasks.append(asyncio.create_task(self._watch_local()))
+
+    async def _load_counter(self) -> None:
+        self.admission.counter, self._counter_settled = await load_counter(self.config.local, self.clients[LOCAL])
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -92,6 +101,8 @@ class Gateway:
             except (UpstreamError, TimeoutError) as exc:
                 ok, why = False, f"{type(exc).__name__}: {exc}"
             self.health.record(ok, policy.unhealthy_after, policy.healthy_after, why)
+            if ok and not self._counter_settled:  # an engine that was not up at our start: its folder now
+                await self._load_counter()
             await asyncio.sleep(policy.health_interval_s)
 
     async def _watch_external(self, url: str) -> None:
@@ -119,10 +130,15 @@ class Gateway:
         return [r for r in order if r in self.clients]
 
     async def exact_tokens(self, body: dict[str, Any]) -> int | None:
-        """The local engine's own count: vLLM's /tokenize takes the chat as it is; llama.cpp's takes text
-        only (it answers an empty list for a chat), so there the chat is rendered by its /apply-template first."""
-        payload: dict[str, Any] = {k: body[k] for k in ("messages", "prompt", "tools") if k in body}
-        payload["model"] = body.get("model", "")
+        """The local engine's own count of one chat or one prompt text: vLLM's /tokenize takes the chat with
+        every field its template is handed (special tokens asked for: a larger count is safe); llama.cpp's takes
+        text only (it answers an empty list for a chat), so there the chat is rendered by its /apply-template."""
+        keys = ("messages", "prompt", "tools", "chat_template_kwargs", "add_generation_prompt",
+                "continue_final_message", "documents")  # fmt: skip
+        payload: dict[str, Any] = {k: body[k] for k in keys if k in body}
+        payload["model"], payload["add_special_tokens"] = body.get("model", ""), True
+        if "prompt" in payload:
+            payload = tokenize_body(payload["model"], payload["prompt"])
         try:
             count = await self._tokenize(payload)
             if count or "messages" not in payload:
@@ -140,12 +156,12 @@ class Gateway:
     # ---- requests --------------------------------------------------------------------------------------
     def rehearse(self, request: Request, body: dict[str, Any]) -> bytes:
         """The request path up to the upstream write with no effect (no store write, metric or I/O): the key
-        check, the estimate by size, the policy on the health as it is, the upstream request's bytes
+        check, the count in process (when loaded), the policy on the health as it is, the upstream request's bytes
         (:mod:`.warm`)."""
         self.client_denied(request)
         policy = self.config.policy
-        sized = by_size(len(request.body), policy.prefill_threshold_tokens, policy.exact_band)
-        facts = Facts(prompt_tokens=sized.tokens if sized else 0, maintenance=False,
+        tokens = self.admission.rehearse(request.path, body)
+        facts = Facts(prompt_tokens=tokens, maintenance=False,
                       local_healthy=self.health.healthy, realtime=False, local_prefill_tokens=0)  # fmt: skip
         self.routes(decide(facts, policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens))
         data = encoded_body(request.body, body, LOCAL, self.config)
@@ -164,9 +180,7 @@ class Gateway:
         except BadBody as exc:
             return error(400, str(exc), "invalid_request_error")
         policy = self.config.policy
-        est = by_size(len(request.body), policy.prefill_threshold_tokens, policy.exact_band) or await estimate(
-            body, policy.prefill_threshold_tokens, policy.exact_band, self.exact_tokens
-        )
+        est = await self.admission.figure(request.path, body, len(request.body))
         decision = decide(
             await self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
         )
@@ -330,7 +344,7 @@ class Gateway:
     def _headers(self, route: str, plan: _Plan, *, failed_over: bool) -> Headers:
         reason = f"failover_from_{plan.decision.route}" if failed_over else plan.decision.reason
         return [("x-servelab-route", route), ("x-servelab-reason", reason),
-                ("x-servelab-tokens", f"{plan.est.tokens};{plan.est.method}")]  # fmt: skip
+                ("x-servelab-tokens", plan.est.header())]  # fmt: skip
 
     def _unavailable(self, decision: Decision, est: Estimate) -> Response:
         """429 when local could serve but the policy keeps it free for realtime (shedding: retry later is right);

@@ -25,6 +25,10 @@ class Upstream(_Finite):
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 600.0  # longest wait for the first byte (a long prefill is silent)
     health_path: str = "/health"
+    # local only: the engine's model folder (tokenizer.json and its chat template), so that prompts are counted in
+    # process; unset: the folder the engine names as its model's root in /v1/models when it is on this host, else
+    # the engine's own /tokenize
+    tokenizer: str | None = None
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -33,7 +37,7 @@ class Upstream(_Finite):
 class Policy(_Finite):
     prefill_threshold_tokens: int = Field(default=8000, ge=1)  # prompts over this go external (the cost gate)
     realtime_prefill_budget_tokens: int = Field(default=16000, ge=0)  # in-flight local prefill allowed while realtime
-    exact_band: float = Field(default=0.25, ge=0.0)  # estimates within this share of the threshold are counted exactly
+    bound_tokens_max: int = Field(default=1024, ge=0)  # a prompt whose byte bound is at most this is not tokenized
     min_hold_s: float = Field(default=5.0, ge=0.0)  # a flag stays at least this long before it may go back
     realtime_ttl_s: float = Field(default=30.0, gt=0.0)  # a realtime lease ends unless renewed
     health_interval_s: float = Field(default=2.0, gt=0.0)

@@ -1,62 +1,90 @@
-"""Prompt tokens in tiers: a byte-length estimate where it is far from the threshold, an exact count (the
-local engine's /tokenize) near it; the method is recorded with the figure."""
+"""The admission's token figure for one request, and how it was obtained.
+
+Invariant: the figure is never below the engine's own count of the prompt tokens the request puts on it.
+- In process (:class:`~servelab.gateway.admission.TokenCounter`, the local engine's tokenizer and template): a
+  byte bound while it is small, else the exact count (method ``bound`` / ``exact`` / ``ids``).
+- Without a tokenizer in process: the engine's own ``/tokenize`` (method ``engine``), for every prompt of the
+  request, times its fan-out.
+- When neither can count it, the request is long: its figure is ``long_figure`` (over the threshold and the
+  whole budget) with method ``uncounted`` and the reason. There is no guess to fall back to."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+from servelab.gateway.admission import CHAT, TokenCounter, Uncountable
+from servelab.gateway.admission.counter import fan_out, prompts
 
-BYTES_PER_TOKEN = 4.0  # English and code, roughly; only used far from the threshold
+IN_THREAD_BYTES = 32 * 1024  # a body this large is counted off the event loop (tokenizers releases the GIL)
+
+Remote = Callable[[dict[str, Any]], Awaitable[int | None]]  # the engine's count of one chat or one text
 
 
 @dataclass(frozen=True)
 class Estimate:
     tokens: int
-    method: str  # "bytes" or "tokenize" (or "bytes-fallback" when the exact count failed)
+    method: str  # bound, exact, ids, engine, uncounted
+    why: str = ""  # uncounted: the reason
+
+    def header(self) -> str:
+        return f"{self.tokens};{self.method}"
 
 
-def prompt_text(body: dict[str, Any]) -> str:
-    """The text that becomes prompt tokens: message contents (text parts), tool definitions, or the prompt."""
-    if "messages" in body and isinstance(body["messages"], list):
-        parts: list[str] = []
-        for message in body["messages"]:
-            if not isinstance(message, dict):
-                continue
-            content = message.get("content")
-            if isinstance(content, str):
-                parts.append(content)
-            elif isinstance(content, list):
-                parts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
-            if message.get("tool_calls"):
-                parts.append(orjson.dumps(message["tool_calls"]).decode())
-        if body.get("tools"):
-            parts.append(orjson.dumps(body["tools"]).decode())
-        return "\n".join(parts)
-    prompt = body.get("prompt", "")
-    return prompt if isinstance(prompt, str) else orjson.dumps(prompt).decode()
+class Admission:
+    """Counts requests for the policy: in process when a counter is loaded, else by the engine."""
 
+    def __init__(self, counter: TokenCounter | None, remote: Remote, long_figure: int, bound_max: int) -> None:
+        self.counter, self.remote = counter, remote
+        self.long_figure, self.bound_max = long_figure, bound_max
 
-def by_size(raw_bytes: int, threshold: int, band: float) -> Estimate | None:
-    """When even the whole body's size, as tokens, is well under the threshold: that upper bound (method
-    "bytes"), without looking into the body; else None."""
-    if raw_bytes / BYTES_PER_TOKEN < (1 - band) * threshold:
-        return Estimate(int(raw_bytes / BYTES_PER_TOKEN), "bytes")
-    return None
+    def uncounted(self, why: str) -> Estimate:
+        return Estimate(self.long_figure, "uncounted", why)
 
+    def rehearse(self, path: str, body: dict[str, Any]) -> int:
+        """The in-process count with no effect (the warm-up's path; 0 where there is none to make)."""
+        try:
+            return self.counter.count(path, body, self.bound_max).tokens if self.counter is not None else 0
+        except Uncountable:
+            return 0
 
-async def estimate(
-    body: dict[str, Any],
-    threshold: int,
-    band: float,
-    exact: Callable[[dict[str, Any]], Awaitable[int | None]],
-) -> Estimate:
-    """From the prompt's text by bytes far from the threshold, ``exact`` near it (call :func:`by_size` first: a
-    body far under the threshold needs neither)."""
-    rough = int(len(prompt_text(body).encode()) / BYTES_PER_TOKEN)
-    if abs(rough - threshold) > band * threshold:
-        return Estimate(rough, "bytes")
-    counted = await exact(body)
-    return Estimate(counted, "tokenize") if counted is not None else Estimate(rough, "bytes-fallback")
+    async def figure(self, path: str, body: dict[str, Any], size: int) -> Estimate:
+        try:
+            if self.counter is not None:
+                return await self._in_process(self.counter, path, body, size)
+            return await self._by_engine(path, body)
+        except Uncountable as exc:
+            return self.uncounted(str(exc))
+
+    async def _in_process(self, counter: TokenCounter, path: str, body: dict[str, Any], size: int) -> Estimate:
+        if size > IN_THREAD_BYTES:
+            count = await asyncio.to_thread(counter.count, path, body, self.bound_max)
+        else:
+            count = counter.count(path, body, self.bound_max)
+        return Estimate(count.tokens, count.method)
+
+    async def _by_engine(self, path: str, body: dict[str, Any]) -> Estimate:
+        """The engine's count of each prompt (a chat whole; each string of a completions batch; token ids by
+        their number), times the fan-out; any prompt it cannot count makes the request uncounted."""
+        times = fan_out(body)
+        if path == CHAT:
+            if "chat_template" in body:
+                raise Uncountable("the request brings its own chat template")
+            pieces: list[dict[str, Any]] = [body]
+            ids = 0
+        else:
+            if body.get("prompt_embeds") is not None:
+                raise Uncountable("prompt_embeds: the tokens of an embedding are not known")
+            texts, ids = prompts(body.get("prompt"))
+            if isinstance(body.get("suffix"), str):
+                texts.append(body["suffix"])
+            pieces = [{"prompt": text, "model": body.get("model", "")} for text in texts]
+        total = ids
+        for piece in pieces:
+            counted = await self.remote(piece)
+            if counted is None:
+                raise Uncountable("the engine could not count the prompt (/tokenize failed)")
+            total += counted
+        return Estimate(total * times, "engine")

@@ -16,7 +16,7 @@ from servelab.gateway import GatewayConfig, running
 from servelab.gateway.config import Keys, Policy, Server, Upstream
 from servelab.gateway.poll import BusyPoll, PollSettings, auto_poll
 from servelab.gateway.run import poll_settings
-from tests.fixtures.hostile_peers import hostile_upstream, url
+from tests.fixtures.hostile_peers import HostileUpstream, hostile_upstream, tokenizer_folder, url
 
 
 async def _turns_during(poll: BusyPoll, seconds: float) -> int:
@@ -33,6 +33,10 @@ async def _turns_during(poll: BusyPoll, seconds: float) -> int:
     await asyncio.sleep(seconds)
     poll._spin = spin  # type: ignore[method-assign]
     return turns
+
+
+def ok_upstream(up: HostileUpstream) -> Upstream:
+    return Upstream(url=url(up, "ok"), health_path="/v1/models", tokenizer=tokenizer_folder())
 
 
 def test_the_loop_polls_while_a_request_is_in_flight_and_stops_after_the_linger() -> None:
@@ -62,7 +66,7 @@ def test_busy_poll_is_bounded_in_the_config() -> None:
 def test_the_gateway_serves_streams_the_same_with_polling_on(server: Server) -> None:
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with hostile_upstream() as up:
-        config = GatewayConfig(port=0, local=Upstream(url=url(up, "ok"), health_path="/v1/models"),
+        config = GatewayConfig(port=0, local=ok_upstream(up),
                                policy=Policy(health_interval_s=30), keys=Keys(), server=server)  # fmt: skip
         with running(config) as (base, _), httpx.Client(base_url=base, timeout=10) as http:
             replies = [http.post("/v1/chat/completions", json=chat) for _ in range(20)]
@@ -134,7 +138,8 @@ def test_the_gateway_polls_while_its_upstream_is_silent_and_stops_at_the_bound()
     from its write upstream for first_byte_poll_ms, then sleeps though the request still waits."""
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with hostile_upstream() as up:
-        config = GatewayConfig(port=0, local=Upstream(url=url(up, "hang"), health_path="/v1/models", read_timeout_s=3),
+        config = GatewayConfig(port=0, local=Upstream(url=url(up, "hang"), health_path="/v1/models", read_timeout_s=3,
+                                                  tokenizer=tokenizer_folder()),
                                policy=Policy(health_interval_s=30), keys=Keys(),
                                server=Server(first_byte_poll_ms=400, poll_linger_us=0))  # fmt: skip
         with running(config) as (base, gateway), httpx.Client(base_url=base, timeout=10) as http, \
@@ -177,7 +182,7 @@ def test_the_rehearsal_has_no_effect_beyond_the_caches() -> None:
     from servelab.gateway.warm import Rehearsal
 
     with hostile_upstream() as up:
-        config = GatewayConfig(port=0, local=Upstream(url=url(up, "ok"), health_path="/v1/models"),
+        config = GatewayConfig(port=0, local=ok_upstream(up),
                                policy=Policy(health_interval_s=30), keys=Keys(clients=["k"]))  # fmt: skip
 
         async def scenario() -> tuple[bytes, int, bytes, bytes]:

@@ -25,6 +25,7 @@ from tests.fixtures.hostile_peers import (
     hostile_upstream,
     raw_exchange,
     slowloris,
+    tokenizer_folder,
     url,
 )
 
@@ -40,7 +41,9 @@ def upstream() -> Iterator[HostileUpstream]:
 def config(local: str, external: str | None = None, **server: float) -> GatewayConfig:
     return GatewayConfig(
         port=0,
-        local=Upstream(url=local, health_path="/v1/models", connect_timeout_s=2, read_timeout_s=5),
+        local=Upstream(
+            url=local, health_path="/v1/models", tokenizer=tokenizer_folder(), connect_timeout_s=2, read_timeout_s=5
+        ),
         external=Upstream(url=external, connect_timeout_s=2, read_timeout_s=5) if external else None,
         policy=Policy(health_interval_s=30, keepalive_s=0),
         keys=Keys(clients=["client-key"], admin=["admin-key"], metrics=["metrics-key"]),

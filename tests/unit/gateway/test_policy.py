@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -10,7 +9,6 @@ import pytest
 
 from servelab.core.errors import UsageError
 from servelab.gateway.config import load_config
-from servelab.gateway.estimate import estimate
 from servelab.gateway.policy import Facts, decide
 from servelab.gateway.sse import EventRelay
 from servelab.gateway.state import Flag, Health
@@ -62,23 +60,6 @@ def test_health_needs_consecutive_results() -> None:
     assert not health.healthy
     health.record(True, 2, 2)
     assert health.healthy
-
-
-def test_estimate_is_exact_only_near_the_threshold() -> None:
-    calls: list[dict] = []
-
-    async def exact(body: dict) -> int | None:
-        calls.append(body)
-        return 7777
-
-    def run(text: str):  # type: ignore[no-untyped-def]
-        body = {"messages": [{"role": "user", "content": text}]}
-        return asyncio.run(estimate(body, threshold=8000, band=0.25, exact=exact))
-
-    far = run("word " * 100)
-    assert far.method == "bytes" and far.tokens == 125 and not calls
-    near = run("x" * 32000)  # ~8,000 by bytes: counted
-    assert (near.tokens, near.method) == (7777, "tokenize") and len(calls) == 1
 
 
 def test_relay_drops_the_usage_chunk_unless_asked_and_joins_split_events() -> None:

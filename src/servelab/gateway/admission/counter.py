@@ -1,0 +1,223 @@
+"""Prompt tokens counted in process with the engine's own tokenizer and chat template, for every field each
+endpoint prefills, never below the engine's count.
+
+Invariant (the figure is never below what the engine counts):
+- The text counted is a superset of what the engine renders: the chat rendered in both of vLLM's content
+  formats (the larger count is taken: whichever format the engine picks, it is covered), every field the
+  template is handed, the request's ``chat_template_kwargs``; ``response_format`` and ``suffix`` are added on top.
+- A *bound* is used only for a tokenizer whose every token covers at least one UTF-8 byte of the (normalized) text
+  (a byte-level BPE: :attr:`TokenCounter.byte_bound`), as bytes plus the special tokens the tokenizer adds; any
+  other tokenizer is always counted exactly.
+- Special tokens are always counted as added (the engine adds them or not: the larger is kept).
+- Every prompt of a batch is counted, and the total is multiplied by ``n`` / ``best_of`` (each may be prefilled).
+- What cannot be counted raises :class:`Uncountable` (the request is long)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from servelab.gateway.admission.errors import Uncountable
+from servelab.gateway.admission.messages import conversation
+from servelab.gateway.admission.template import ChatTemplate, TemplateError
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+MAX_FAN_OUT = 1 << 20
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+@dataclass(frozen=True)
+class Count:
+    tokens: int
+    method: str  # "bound" (bytes, under bound_max), "exact" (the tokenizer), "ids" (token ids given)
+
+
+class TokenCounter:
+    """The local engine's tokenizer (``tokenizers``) and chat template, loaded from its model folder."""
+
+    def __init__(self, tokenizer: Any, template: ChatTemplate | None) -> None:
+        self.tokenizer, self.template = tokenizer, template
+        self.added = len(tokenizer.encode("", add_special_tokens=True).ids)  # what the post-processor adds
+        self.byte_bound = _is_byte_level(tokenizer)
+        self.developer_role = template is not None and (
+            '"developer"' in template.source or "'developer'" in template.source
+        )
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> TokenCounter:
+        """From a Hugging Face model folder: tokenizer.json, the template in chat_template.jinja or
+        tokenizer_config.json. A folder without tokenizer.json is an error (the caller falls back to the engine)."""
+        from tokenizers import Tokenizer
+
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            raise TemplateError(f"{folder} has no tokenizer.json")
+        config = _read_json(folder / "tokenizer_config.json")
+        source = _template_source(folder, config)
+        special = {name: _token_text(config.get(name)) for name in SPECIAL_NAMES if config.get(name)}
+        return cls(Tokenizer.from_file(str(path)), ChatTemplate(source, special) if source else None)
+
+    # ---- the two endpoints -------------------------------------------------------------------------------
+    def count(self, path: str, body: dict[str, Any], bound_max: int) -> Count:
+        """The prompt tokens ``body`` puts on the engine at ``path``: a bound when it is at most ``bound_max``,
+        else the exact count; times the fan-out. A chat's renders are alternatives (the largest counts); the
+        other texts all count."""
+        renders, texts, ids = self._chat(body) if path == CHAT else self._completion(body)
+        times = fan_out(body)
+        if self.byte_bound:
+            bound = ids + max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
+            if bound * times <= bound_max:
+                return Count(bound * times, "bound")
+        exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
+        return Count(exact * times, "exact" if renders or texts else "ids")
+
+    def _chat(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
+        if self.template is None:
+            raise Uncountable("the model folder has no chat template")
+        if "chat_template" in body:
+            raise Uncountable("the request brings its own chat template")
+        return self._renders(body), _extra_texts(body, ("response_format",)), 0
+
+    def _renders(self, body: dict[str, Any]) -> list[str]:
+        """The chat rendered in each content format the engine may choose (one where the template never walks a
+        message's parts); every one failing is :class:`Uncountable`."""
+        assert self.template is not None
+        context = _context(body)
+        renders: list[str] = []
+        failure: Uncountable | None = None
+        for openai_format in (False, True) if self.template.may_iterate_content else (False,):
+            try:
+                messages = conversation(body.get("messages"), openai_format, self.developer_role)
+                renders.append(self.template.render({**context, "messages": messages}))
+            except Uncountable as exc:
+                failure = failure or exc
+        if not renders:
+            raise failure or Uncountable("the chat could not be rendered")
+        return renders
+
+    def _completion(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
+        if body.get("prompt_embeds") is not None:
+            raise Uncountable("prompt_embeds: the tokens of an embedding are not known")
+        texts, ids = prompts(body.get("prompt"))
+        return [], [*texts, *_extra_texts(body, ("suffix",))], ids
+
+    # ---- one text ----------------------------------------------------------------------------------------
+    def _bound(self, text: str) -> int:
+        normalizer = self.tokenizer.normalizer
+        normalized = normalizer.normalize_str(text) if normalizer is not None else text
+        return len(normalized.encode("utf-8", "surrogatepass")) + self.added
+
+    def _exact(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=True).ids)
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    """Every token covers at least one byte: a BPE model behind a ByteLevel pre-tokenizer (alone or in a
+    sequence), which maps each byte of the text to one symbol."""
+    spec = json.loads(tokenizer.to_str())
+    pre = spec.get("pre_tokenizer") or {}
+    inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [p.get("type") for p in inner if isinstance(p, dict)]
+    return spec.get("model", {}).get("type") == "BPE" and "ByteLevel" in kinds
+
+
+def _context(body: dict[str, Any]) -> dict[str, Any]:
+    """What the template is handed besides the messages (the request's kwargs may override the flags)."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict) or "messages" in kwargs:
+        raise Uncountable("chat_template_kwargs is not an object of template variables")
+    return {
+        "tools": _tools(body.get("tools")),
+        "documents": body.get("documents"),
+        "add_generation_prompt": body.get("add_generation_prompt", True),
+        "continue_final_message": body.get("continue_final_message", False),
+        **kwargs,
+    }
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Tools as the engine dumps them (its model fills the optional keys with null; extra keys kept)."""
+    if not tools:
+        return None
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise Uncountable("tools is not a list of objects")
+    out = []
+    for tool in tools:
+        function = tool.get("function")
+        function = {"description": None, "parameters": None, **function} if isinstance(function, dict) else function
+        out.append({"type": "function", **tool, "function": function})
+    return out
+
+
+def prompts(prompt: Any) -> tuple[list[str], int]:
+    """A completions prompt: a string, strings, token ids or lists of token ids (texts, and ids counted)."""
+    if isinstance(prompt, str):
+        return [prompt], 0
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(p, str) for p in prompt):
+            return list(prompt), 0
+        if all(_is_id(p) for p in prompt):
+            return [], len(prompt)
+        if all(isinstance(p, list) and p and all(_is_id(i) for i in p) for p in prompt):
+            return [], sum(len(p) for p in prompt)
+    raise Uncountable("prompt is not a string, strings, token ids or lists of token ids")
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _extra_texts(body: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """Fields counted on top where an engine may render them (a larger count is safe)."""
+    out = []
+    for key in keys:
+        value = body.get(key)
+        if value is not None:
+            out.append(value if isinstance(value, str) else orjson.dumps(value).decode())
+    return out
+
+
+def fan_out(body: dict[str, Any]) -> int:
+    """How many times the prompt may be prefilled: the larger of ``n`` and ``best_of`` (read as the engine's
+    lax parser reads numbers: 2, 2.0 and "2" alike)."""
+    return max(_number(body.get("n")), _number(body.get("best_of")))
+
+
+def _number(value: Any) -> int:
+    if value is None:
+        return 1
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise Uncountable(f"n/best_of is not a number: {str(value)[:40]!r}") from None
+    if not math.isfinite(number) or number > MAX_FAN_OUT:
+        raise Uncountable("n/best_of is too large")
+    return max(1, math.ceil(number))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _template_source(folder: Path, config: dict[str, Any]) -> str | None:
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text()
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: the default one
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None
+
+
+def _token_text(value: Any) -> str:
+    return str(value.get("content", "")) if isinstance(value, dict) else str(value)

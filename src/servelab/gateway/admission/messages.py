@@ -1,0 +1,107 @@
+"""A chat request's messages as the engine hands them to its template (vLLM's conversion, read in its
+``renderers/chat_utils.py``): string content as one text part; text-like parts (``text``, ``input_text``,
+``output_text``, ``refusal``, ``thinking``) kept, joined with a newline in the "string" content format, kept as
+``{"type": "text", ...}`` dicts (with their other fields) in the "openai" format; ``tool_reference`` by its name;
+assistant ``tool_calls`` with their JSON arguments parsed, ``reasoning`` (and ``reasoning_content``), ``name``,
+``tool_call_id``, ``task``; a ``developer`` message becomes ``system`` when the template has no developer role.
+
+Rule: anything whose tokens servelab cannot know (a media part, an embedding, a part of a type or shape the engine
+would not take as text) raises :class:`Uncountable`, so the request is long; nothing is dropped to make a count.
+Where servelab is unsure whether the engine renders a field, it keeps it (a larger count is safe)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from servelab.gateway.admission.errors import Uncountable
+
+TEXT_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
+SKIPPED_WHEN_NONE = ("text", "refusal")
+
+
+def conversation(messages: Any, openai_format: bool, developer_role: bool) -> list[dict[str, Any]]:
+    """The messages the template sees; :class:`Uncountable` where a message cannot be taken as text."""
+    if not isinstance(messages, list):
+        raise Uncountable("messages is not a list")
+    return [_message(m, openai_format, developer_role) for m in messages]
+
+
+def _message(message: Any, openai_format: bool, developer_role: bool) -> dict[str, Any]:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise Uncountable("a message is not an object with a string role")
+    role: str = message["role"]
+    if role == "developer" and not developer_role:
+        role = "system"
+    parts = _parts(message.get("content"))
+    out: dict[str, Any] = {"role": role, "content": parts if openai_format else "\n".join(_texts(parts))}
+    if role == "tool" and openai_format and all(p.get("type") == "text" for p in parts):
+        out["content"] = "\n".join(_texts(parts))  # vLLM gives a tool result as one string when it is all text
+    for key in ("name", "tool_call_id", "task"):
+        if isinstance(message.get(key), str):
+            out[key] = message[key]
+    for key in ("reasoning", "reasoning_content"):
+        if message.get(key) is not None:
+            out["reasoning"] = out["reasoning_content"] = _text(message[key])
+    if message.get("tool_calls"):
+        out["tool_calls"] = _tool_calls(message["tool_calls"])
+    if role == "developer":
+        out["tools"] = message.get("tools")
+    return out
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise Uncountable("a message's content is neither a string nor a list of parts")
+    return [p for p in (_part(part) for part in content) if p is not None]
+
+
+def _part(part: Any) -> dict[str, Any] | None:
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if not isinstance(part, dict):
+        raise Uncountable("a content part is neither a string nor an object")
+    kind = part.get("type")
+    if kind == "tool_reference":
+        return {"type": "tool_reference", "name": _text(part.get("name"))}
+    if kind not in TEXT_KEYS:
+        raise Uncountable(f"a content part of type {str(kind)[:40]!r} (media or unknown): its tokens are not known")
+    value = part.get(TEXT_KEYS[kind])
+    if value is None and kind in SKIPPED_WHEN_NONE:
+        return None
+    extra = {k: v for k, v in part.items() if k not in ("type", TEXT_KEYS[kind])}
+    return {**extra, "type": "text", "text": _text(value)}
+
+
+def _texts(parts: list[dict[str, Any]]) -> list[str]:
+    return [str(p.get("text", p.get("name", ""))) for p in parts]
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Uncountable("a text field holds something other than a string")
+    return value
+
+
+def _tool_calls(calls: Any) -> list[dict[str, Any]]:
+    """Assistant tool calls with their arguments as objects (how templates are handed them)."""
+    if not isinstance(calls, list):
+        raise Uncountable("tool_calls is not a list")
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise Uncountable("a tool call has no function object")
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = orjson.loads(arguments)
+            except orjson.JSONDecodeError:
+                raise Uncountable("a tool call's arguments are not JSON") from None
+        out.append({**call, "function": {**function, "arguments": arguments}})
+    return out

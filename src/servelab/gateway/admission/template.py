@@ -1,0 +1,98 @@
+"""The model's own chat template, rendered in process the way Hugging Face's ``apply_chat_template`` renders it
+(the renderer vLLM calls): a sandboxed, immutable Jinja environment with ``trim_blocks`` and ``lstrip_blocks``,
+loop controls, ``{% generation %}`` blocks, the ``tojson`` filter that does not escape HTML or non-ASCII, and
+the globals ``raise_exception`` and ``strftime_now``. A template that raises, or that cannot compile, makes the
+request uncountable (the caller then treats it as long): it never falls back to a guess."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from servelab.gateway.admission.errors import Uncountable
+
+
+class TemplateError(Exception):
+    """The template itself cannot be used (it does not compile)."""
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:  # fmt: skip
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise(message: str) -> None:
+    raise Uncountable(f"the chat template refused the conversation: {message}")
+
+
+def _now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _generation_extension() -> type:
+    """``{% generation %}…{% endgeneration %}`` (assistant masks in training templates): rendered as its body."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        tags = {"generation"}  # noqa: RUF012 (jinja reads it as a class attribute)
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body, lineno=lineno)
+
+    return Generation
+
+
+class ChatTemplate:
+    """One compiled template; :meth:`render` gives the prompt text the engine would tokenize."""
+
+    def __init__(self, source: str, special: dict[str, str]) -> None:
+        from jinja2 import TemplateSyntaxError
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[_generation_extension(), loopcontrols]
+        )
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise
+        env.globals["strftime_now"] = _now
+        try:
+            self._template = env.from_string(source)
+        except TemplateSyntaxError as exc:
+            raise TemplateError(f"the chat template does not compile: {exc}") from None
+        self.source = source
+        self.special = special  # bos_token, eos_token, ...: in the template's context as HF passes them
+        self.may_iterate_content = _may_iterate_content(env, source)
+
+    def render(self, context: dict[str, Any]) -> str:
+        """The template applied to ``context`` (messages, tools, documents, add_generation_prompt, the request's
+        chat_template_kwargs). Any failure inside the template is :class:`Uncountable`."""
+        try:
+            return str(self._template.render(**{**self.special, **context}))
+        except Uncountable:
+            raise
+        except Exception as exc:  # a template is code: whatever it raises, the count cannot be made
+            raise Uncountable(f"the chat template failed on this request: {type(exc).__name__}: {exc}") from None
+
+
+def _may_iterate_content(env: Any, source: str) -> bool:
+    """Whether the template might walk a message's content as a list of parts (vLLM's "openai" content format,
+    which it picks by such a loop). Broader than vLLM's test on purpose: a loop over anything that mentions
+    ``content``, or over a macro's parameter, counts; only a template with neither renders in one format."""
+    from jinja2 import nodes
+
+    tree = env.parse(source)
+    params = {arg.name for macro in tree.find_all(nodes.Macro) for arg in macro.args}
+    for loop in tree.find_all(nodes.For):
+        for node in [loop.iter, *loop.iter.find_all(nodes.Node)]:
+            if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and node.arg.value == "content":
+                return True
+            if isinstance(node, nodes.Getattr) and node.attr == "content":
+                return True
+            if isinstance(node, nodes.Name) and (node.name == "content" or node.name in params):
+                return True
+    return False

@@ -1,0 +1,158 @@
+"""The admission's token figure against the engine's own tokenizer and template (the embedded engine's
+SmolLM2 folder), by construction and on generated prompts: the byte bound never falls below the exact count,
+every field each endpoint prefills is counted, and what cannot be counted is long."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from servelab.gateway.admission import CHAT, COMPLETIONS, TokenCounter, Uncountable
+from servelab.gateway.estimate import Admission
+from tests.fixtures.prompt_strategies import CHAT_BODY, COMPLETIONS_BODY, TEXT
+
+CHECKS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+
+
+@pytest.fixture(scope="module")
+def counter(model_folder: Path) -> TokenCounter:
+    return TokenCounter.from_folder(model_folder)
+
+
+@pytest.fixture(scope="module")
+def reference(model_folder: Path) -> Any:
+    """transformers' own tokenizer and apply_chat_template: a renderer servelab does not share."""
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(model_folder), local_files_only=True)
+
+
+def _chat(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=CHECKS)
+@given(text=TEXT)
+def test_the_byte_bound_is_never_below_the_exact_count(counter: TokenCounter, text: str) -> None:
+    assert counter.byte_bound
+    bound = counter.count(COMPLETIONS, {"prompt": text or " "}, bound_max=1 << 40)
+    exact = counter.count(COMPLETIONS, {"prompt": text or " "}, bound_max=0)
+    assert bound.method == "bound" and exact.method == "exact"
+    assert bound.tokens >= exact.tokens
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=CHECKS)
+@given(text=TEXT)
+def test_a_chat_is_counted_as_transformers_renders_and_tokenizes_it(
+    counter: TokenCounter, reference: Any, text: str
+) -> None:
+    body = _chat(text)
+    real = len(reference.apply_chat_template(body["messages"], add_generation_prompt=True, tokenize=True,
+                                             return_dict=True)["input_ids"])  # fmt: skip
+    assert counter.count(CHAT, {**body}, bound_max=0).tokens >= real
+    assert counter.count(CHAT, {**body}, bound_max=1 << 40).tokens >= real
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=CHECKS)
+@given(body=CHAT_BODY)
+def test_a_generated_chat_is_counted_or_long(counter: TokenCounter, body: dict[str, Any]) -> None:
+    """Every generated chat is counted (bound or exact, bound >= exact) or refused as uncountable, never 0."""
+    try:
+        exact = counter.count(CHAT, body, bound_max=0)
+    except Uncountable:
+        return
+    assert exact.tokens > 0 and counter.count(CHAT, body, bound_max=1 << 40).tokens >= exact.tokens
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=CHECKS)
+@given(body=COMPLETIONS_BODY)
+def test_every_completions_prompt_form_is_counted(counter: TokenCounter, body: dict[str, Any]) -> None:
+    prompt, times = body["prompt"], max(_n(body.get("n")), _n(body.get("best_of")))
+    if isinstance(prompt, str):
+        real = len(counter.tokenizer.encode(prompt).ids)
+    elif all(isinstance(p, str) for p in prompt):
+        real = sum(len(counter.tokenizer.encode(p).ids) for p in prompt)
+    elif all(isinstance(p, int) for p in prompt):
+        real = len(prompt)
+    else:
+        real = sum(len(p) for p in prompt)
+    assert counter.count(COMPLETIONS, body, bound_max=0).tokens >= real * times
+
+
+def _n(value: Any) -> int:
+    import math
+
+    return 1 if value is None else max(1, math.ceil(float(value)))
+
+
+def test_the_classes_the_four_bytes_guess_missed(counter: TokenCounter) -> None:
+    """Digits are a token a byte, emoji and CJK several a character: each counted at or above the real count."""
+    for text in ("7" * 23000, "😀" * 5800, "日本語の文章です。" * 2000):
+        real = len(counter.tokenizer.encode(text).ids)
+        assert counter.count(CHAT, _chat(text), bound_max=0).tokens >= real > len(text.encode()) / 4
+
+
+def test_fields_the_engine_prefills_are_read_by_endpoint(counter: TokenCounter) -> None:
+    long = "1" * 30000
+    assert counter.count(COMPLETIONS, {"prompt": long, "messages": []}, 0).tokens >= 30000
+    for part in ({"type": "refusal", "refusal": long}, {"type": "thinking", "thinking": long},
+                 {"type": "output_text", "text": long}, long):  # fmt: skip
+        assert counter.count(CHAT, {"messages": [{"role": "user", "content": [part]}]}, 0).tokens >= 30000
+    assert counter.count(COMPLETIONS, {"prompt": [long, long]}, 0).tokens >= 60000
+    assert counter.count(COMPLETIONS, {"prompt": [[1] * 15000, [2] * 15000]}, 0).tokens == 30000
+    assert counter.count(COMPLETIONS, {"prompt": list(range(15000))}, 0).tokens == 15000
+    assert counter.count(COMPLETIONS, {"prompt": "hi", "n": "4", "best_of": 6.0}, 0).tokens >= 6
+    assert counter.count(CHAT, {"messages": [{"role": long, "content": "hi"}]}, 0).tokens >= 30000
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA"}}]}]},
+        {"messages": [{"role": "user", "content": [{"text": "no type"}]}]},
+        {"messages": [{"role": "user", "content": 7}]},
+        {"messages": [{"role": "user", "content": "hi"}], "chat_template": "{{ messages }}"},
+        {"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}},
+        {"messages": "hi"},
+        {"messages": [{"role": "user", "content": "hi"}], "n": "many"},
+        {"messages": [{"role": "user", "content": "hi"}], "n": 1e300},
+    ],
+)
+def test_what_cannot_be_counted_raises(counter: TokenCounter, body: dict[str, Any]) -> None:
+    with pytest.raises(Uncountable):
+        counter.count(CHAT, body, bound_max=1 << 40)
+
+
+@pytest.mark.parametrize("prompt", [None, [], [[]], ["a", 1], [1.5], [[1], "a"], {"a": 1}, [True]])
+def test_a_prompt_of_no_known_form_raises(counter: TokenCounter, prompt: Any) -> None:
+    with pytest.raises(Uncountable):
+        counter.count(COMPLETIONS, {"prompt": prompt}, bound_max=1 << 40)
+
+
+def test_the_admission_fails_closed(counter: TokenCounter) -> None:
+    """An uncountable request gets the long figure; without a counter in process, a failed engine count does too
+    (never a guess), and a counted one is multiplied by its fan-out."""
+
+    async def refused(body: dict[str, Any]) -> int | None:
+        return None
+
+    async def engine(body: dict[str, Any]) -> int | None:
+        return 100
+
+    image = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
+    local = Admission(counter, refused, long_figure=16001, bound_max=1024)
+    got = asyncio.run(local.figure(CHAT, image, 100))
+    assert (got.tokens, got.method) == (16001, "uncounted") and "image_url" in got.why
+    remote = Admission(None, refused, long_figure=16001, bound_max=1024)
+    assert asyncio.run(remote.figure(COMPLETIONS, {"prompt": ["a", "b"]}, 10)).method == "uncounted"
+    counted = Admission(None, engine, long_figure=16001, bound_max=1024)
+    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b", [1, 2]], "n": 2}, 10))
+    assert got.method == "uncounted"  # a mixed batch is not a prompt form the engine takes
+    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b"], "n": 2}, 10))
+    assert (got.tokens, got.method) == (400, "engine")
+    big = asyncio.run(Admission(counter, refused, 16001, 1024).figure(CHAT, _chat("9" * 40000), 40100))
+    assert big.method == "exact" and big.tokens >= 40000  # counted off the event loop, the same figure
