@@ -12,7 +12,7 @@ Added = the path's percentile minus direct's. Ratios printed: LiteLLM's added ov
 
 usage: python benchmarks/gateway/run.py [--levels 1,64,256] [--rounds 3] [--seconds 6] [--workers N]
        [--litellm /tmp/litellm/bin/litellm | none] [--mode steady|burst] [--tokens 4,32] [--relay] [--c-relay]
-       [--busy-poll US] [--variant LABEL=JSON ...] [--awake]
+       [--busy-poll US] [--variant LABEL=JSON ...] [--awake] [--tokenizer MODEL_FOLDER]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from servelab.core.paths import servelab_home
 from servelab.core.records import RequestRecord
 from servelab.core.summary import ttft_ms
 from servelab.engines.client import ClientOptions, StreamClient
@@ -217,7 +218,8 @@ def start_paths(
     quiet = subprocess.DEVNULL  # a gateway's stdout and stderr (its access log: a line a request)
     for workers, (label, server) in itertools.product(dict.fromkeys((1, args.workers)), gateway_variants(args)):
         port = free_port()
-        config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
+        local = {"url": upstream, "health_path": "/v1/models", "tokenizer": args.tokenizer}
+        config = {"host": "127.0.0.1", "port": port, "local": local,
                   "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}, "server": server}  # fmt: skip
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), str(workers)]
         procs.append(subprocess.Popen(cores.argv(cores.proxy[:workers], argv), stdout=quiet, stderr=quiet))
@@ -227,7 +229,8 @@ def start_paths(
         wait_http(paths[name] + "/healthz")
     for label, src in (c.split("=", 1) for c in args.compare):  # another servelab tree, 1 worker, same config
         port = free_port()
-        config = {"host": "127.0.0.1", "port": port, "local": {"url": upstream, "health_path": "/v1/models"},
+        local = {"url": upstream, "health_path": "/v1/models", "tokenizer": args.tokenizer}
+        config = {"host": "127.0.0.1", "port": port, "local": local,
                   "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]}}  # fmt: skip
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), "1"]
@@ -274,6 +277,11 @@ def gateway_variants(args: argparse.Namespace) -> list[tuple[str, dict[str, obje
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--levels", default="1,64,256")
+    ap.add_argument(
+        "--tokenizer",
+        default=str(servelab_home() / "models" / "smollm2-135m-instruct"),
+        help="the model folder the gateway counts prompts with in process (the fixture has no /tokenize)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=6.0, help="steady: seconds per path, level and round")
     ap.add_argument("--waves", type=int, default=3, help="burst: waves per path, level and round")

@@ -113,7 +113,7 @@ class TokenCounter:
         return len(normalized.encode("utf-8", "surrogatepass")) + self.added
 
     def _exact(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=True).ids)
+        return len(self.tokenizer.encode_batch_fast([text], add_special_tokens=True)[0].ids)  # no offsets kept
 
 
 def _is_byte_level(tokenizer: Any) -> bool:
