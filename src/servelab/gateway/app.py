@@ -68,7 +68,9 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         policy = config.policy
         long_figure = max(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens) + 1
-        self.admission = Admission(None, self.exact_tokens, long_figure, policy.bound_tokens_max)
+        self.admission = Admission(
+            None, self.exact_tokens, long_figure, policy.bound_tokens_max, policy.prefill_threshold_tokens
+        )
         self._counter_settled = False  # the engine has not yet said which model folder it serves
 
     # ---- lifecycle -------------------------------------------------------------------------------------

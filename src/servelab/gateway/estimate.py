@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from servelab.gateway.admission import CHAT, TokenCounter, Uncountable
 from servelab.gateway.admission.counter import fan_out, prompts
 
 IN_THREAD_BYTES = 32 * 1024  # a body this large is counted off the event loop (tokenizers releases the GIL)
+MAX_WAITING = 8  # exact counts queued for the counting thread past this: the request is uncounted (long)
 
 Remote = Callable[[dict[str, Any]], Awaitable[int | None]]  # the engine's count of one chat or one text
 
@@ -36,9 +39,13 @@ class Estimate:
 class Admission:
     """Counts requests for the policy: in process when a counter is loaded, else by the engine."""
 
-    def __init__(self, counter: TokenCounter | None, remote: Remote, long_figure: int, bound_max: int) -> None:
+    def __init__(
+        self, counter: TokenCounter | None, remote: Remote, long_figure: int, bound_max: int, long_at: int
+    ) -> None:
         self.counter, self.remote = counter, remote
-        self.long_figure, self.bound_max = long_figure, bound_max
+        self.long_figure, self.bound_max, self.long_at = long_figure, bound_max, long_at
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="servelab-count")  # at most a core on counting
+        self._waiting = 0
 
     def uncounted(self, why: str) -> Estimate:
         return Estimate(self.long_figure, "uncounted", why)
@@ -46,7 +53,7 @@ class Admission:
     def rehearse(self, path: str, body: dict[str, Any]) -> int:
         """The in-process count with no effect (the warm-up's path; 0 where there is none to make)."""
         try:
-            return self.counter.count(path, body, self.bound_max).tokens if self.counter is not None else 0
+            return self.counter.count(path, body, self.bound_max, self.long_at).tokens if self.counter else 0
         except Uncountable:
             return 0
 
@@ -59,10 +66,17 @@ class Admission:
             return self.uncounted(str(exc))
 
     async def _in_process(self, counter: TokenCounter, path: str, body: dict[str, Any], size: int) -> Estimate:
-        if size > IN_THREAD_BYTES:
-            count = await asyncio.to_thread(counter.count, path, body, self.bound_max)
-        else:
-            count = counter.count(path, body, self.bound_max)
+        if size <= IN_THREAD_BYTES:
+            count = counter.count(path, body, self.bound_max, self.long_at)
+            return Estimate(count.tokens, count.method)
+        if self._waiting >= MAX_WAITING:
+            raise Uncountable(f"{MAX_WAITING} large prompts are already waiting to be counted")
+        self._waiting += 1
+        try:
+            work = partial(counter.count, path, body, self.bound_max, self.long_at)
+            count = await asyncio.get_running_loop().run_in_executor(self._pool, work)
+        finally:
+            self._waiting -= 1
         return Estimate(count.tokens, count.method)
 
     async def _by_engine(self, path: str, body: dict[str, Any]) -> Estimate:

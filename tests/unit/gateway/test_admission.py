@@ -144,15 +144,25 @@ def test_the_admission_fails_closed(counter: TokenCounter) -> None:
         return 100
 
     image = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
-    local = Admission(counter, refused, long_figure=16001, bound_max=1024)
+    local = Admission(counter, refused, long_figure=16001, bound_max=1024, long_at=8000)
     got = asyncio.run(local.figure(CHAT, image, 100))
     assert (got.tokens, got.method) == (16001, "uncounted") and "image_url" in got.why
-    remote = Admission(None, refused, long_figure=16001, bound_max=1024)
+    remote = Admission(None, refused, long_figure=16001, bound_max=1024, long_at=8000)
     assert asyncio.run(remote.figure(COMPLETIONS, {"prompt": ["a", "b"]}, 10)).method == "uncounted"
-    counted = Admission(None, engine, long_figure=16001, bound_max=1024)
+    counted = Admission(None, engine, long_figure=16001, bound_max=1024, long_at=8000)
     got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b", [1, 2]], "n": 2}, 10))
     assert got.method == "uncounted"  # a mixed batch is not a prompt form the engine takes
     got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b"], "n": 2}, 10))
     assert (got.tokens, got.method) == (400, "engine")
-    big = asyncio.run(Admission(counter, refused, 16001, 1024).figure(CHAT, _chat("9" * 40000), 40100))
+    big = asyncio.run(Admission(counter, refused, 16001, 1024, 50000).figure(CHAT, _chat("9" * 40000), 40100))
     assert big.method == "exact" and big.tokens >= 40000  # counted off the event loop, the same figure
+
+
+def test_a_prompt_long_by_its_fewest_tokens_is_not_tokenized(counter: TokenCounter) -> None:
+    """A text can make no fewer tokens than its bytes over the longest token's: past the threshold by that, the
+    request is long at its byte bound and no exact count is spent on it (a 16 MiB body cannot pin a core)."""
+    text = "7" * (counter.longest * 8000 + counter.longest)
+    got = counter.count(COMPLETIONS, {"prompt": text}, bound_max=1024, long_at=8000)
+    assert got.method == "bound" and got.tokens >= len(text)
+    under = counter.count(COMPLETIONS, {"prompt": "7" * 9000}, bound_max=1024, long_at=8000)
+    assert under.method == "exact" and under.tokens >= 9000  # could be under the threshold: counted

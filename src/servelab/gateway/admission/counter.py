@@ -44,6 +44,7 @@ class TokenCounter:
         self.tokenizer, self.template = tokenizer, template
         self.added = len(tokenizer.encode("", add_special_tokens=True).ids)  # what the post-processor adds
         self.byte_bound = _is_byte_level(tokenizer)
+        self.longest = _longest_token_bytes(tokenizer) if self.byte_bound else 1
         self.developer_role = template is not None and (
             '"developer"' in template.source or "'developer'" in template.source
         )
@@ -63,15 +64,17 @@ class TokenCounter:
         return cls(Tokenizer.from_file(str(path)), ChatTemplate(source, special) if source else None)
 
     # ---- the two endpoints -------------------------------------------------------------------------------
-    def count(self, path: str, body: dict[str, Any], bound_max: int) -> Count:
-        """The prompt tokens ``body`` puts on the engine at ``path``: a bound when it is at most ``bound_max``,
-        else the exact count; times the fan-out. A chat's renders are alternatives (the largest counts); the
-        other texts all count."""
+    def count(self, path: str, body: dict[str, Any], bound_max: int, long_at: int | None = None) -> Count:
+        """The prompt tokens ``body`` puts on the engine at ``path``: a bound when it is at most ``bound_max``, or
+        when even the fewest tokens its bytes can make (``bytes / longest token``) are over ``long_at`` (the
+        request is long either way: no exact count is spent on it); else the exact count. Times the fan-out. A
+        chat's renders are alternatives (the largest counts); the other texts all count."""
         renders, texts, ids = self._chat(body) if path == CHAT else self._completion(body)
         times = fan_out(body)
         if self.byte_bound:
             bound = ids + max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
-            if bound * times <= bound_max:
+            fewest = ids + (bound - ids) // self.longest
+            if bound * times <= bound_max or (long_at is not None and fewest * times > long_at):
                 return Count(bound * times, "bound")
         exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
@@ -124,6 +127,18 @@ def _is_byte_level(tokenizer: Any) -> bool:
     inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     kinds = [p.get("type") for p in inner if isinstance(p, dict)]
     return spec.get("model", {}).get("type") == "BPE" and "ByteLevel" in kinds
+
+
+def _longest_token_bytes(tokenizer: Any) -> int:
+    """The most UTF-8 bytes one token stands for (a byte-level vocabulary: a symbol a byte; added tokens by their
+    text), so ``bytes // this`` is the fewest tokens a text can make."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    return max(1, max((len(token) for token in vocab), default=1), _max_added_bytes(tokenizer))
+
+
+def _max_added_bytes(tokenizer: Any) -> int:
+    added = tokenizer.get_added_tokens_decoder().values()
+    return max((len(t.content.encode()) for t in added), default=1)
 
 
 def _context(body: dict[str, Any]) -> dict[str, Any]:
