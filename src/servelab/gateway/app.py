@@ -19,12 +19,12 @@ from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Admission, Estimate
+from servelab.gateway.messages import Request, Response, Sent, StreamResponse
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
-from servelab.gateway.pipe import Pipe, Watchdog, passed_on
+from servelab.gateway.pipe import WHOLE_FIELDS, Pipe, Watchdog, passed_on
 from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
 from servelab.gateway.poll import BusyPoll
-from servelab.gateway.server import Request, Response, Sent, StreamResponse
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
 from servelab.gateway.store import Store, make_store
@@ -222,11 +222,10 @@ class Gateway:
         status = attempt.opened.response.status
         if status in (401, 403) and attempt.route == EXTERNAL:
             attempt.opened.response.close()
-            self._count(attempt.route, plan.decision.reason, 502)
             return error(502, f"the external API refused the gateway's credentials (HTTP {status})",
                          "upstream_auth_error", [*headers, ("x-should-retry", "false")])  # fmt: skip
-        headers += passed_on(attempt.opened.response.headers)
-        return await self._whole(attempt, plan.decision, headers)
+        headers += passed_on(attempt.opened.response.headers, WHOLE_FIELDS)
+        return await self._whole(attempt, headers)
 
     async def _open_first(self, raw: bytes, path: str, plan: _Plan) -> tuple[Attempt | None, list[str]]:
         """Open on the first route; on a failure before the first byte, once on the next. The local prefill
@@ -263,39 +262,45 @@ class Gateway:
 
     async def _piped(self, attempt: Attempt, pipe: Pipe, plan: _Plan) -> Sent:
         """A 200 stream going to the client through its pipe (the first piece already sent): wait for its end,
-        say in band what broke it off (never retried after the first byte), then end the body."""
+        say in band what broke it off (never retried after the first byte), then end the body. A stream that
+        ends with an error event is counted by its kind."""
         response, gauge = attempt.opened.response, self.metrics.flight(attempt.route)
-        self._count(attempt.route, plan.decision.reason, 200)
         pipe.watch = Watchdog(self.config.policy.idle_timeout_s, response.close)
         gauge.inc()
         try:
             failure = await pipe.done
-            tail = pipe.relay.flush()
-            if failure is not None and pipe.watch.fired:
-                self.metrics.idle_timeouts.labels(attempt.route).inc()
-                idle = self.config.policy.idle_timeout_s
-                tail += error_event(f"{attempt.route} upstream sent nothing for {idle:g} s", "upstream_idle")
-            elif failure is not None:
-                tail += error_event(f"{attempt.route} upstream failed mid-stream", "upstream_disconnect")
-            pipe.outlet.send(tail)
-            pipe.outlet.end()
+            pipe.finish(*self._broken_off(attempt.route, pipe) if failure is not None else ())
+            if pipe.relay.broken is not None:
+                self.metrics.stream_error(pipe.headers, pipe.relay.broken)
         finally:
             pipe.close()
             response.close()  # a client disconnect cancels us here: the upstream stops too
             gauge.dec()
         return Sent()
 
+    def _broken_off(self, route: str, pipe: Pipe) -> tuple[str, str]:
+        """Who broke a stream off: the idle bound with the client not taking bytes names the client; with the
+        upstream silent, the upstream; else the upstream's connection failed."""
+        idle = self.config.policy.idle_timeout_s
+        if pipe.watch is not None and pipe.watch.fired and pipe.paused:
+            return "client_stalled", f"the client took nothing of the stream for {idle:g} s"
+        if pipe.watch is not None and pipe.watch.fired:
+            self.metrics.idle_timeouts.labels(route).inc()
+            return "upstream_idle", f"{route} upstream sent nothing for {idle:g} s"
+        return "upstream_disconnect", f"{route} upstream failed mid-stream"
+
     async def _after_keepalive(self, got: tuple[Attempt | None, list[str]], decision: Decision) -> AsyncIterator[bytes]:
         """A stream that began with keep-alive comments and got no 200 stream: the status is sent, so what went
-        wrong is said in band."""
+        wrong is said in band (and counted under the route and reason the stream's head said)."""
         attempt, errors = got
+        said = [("x-servelab-route", decision.route), ("x-servelab-reason", decision.reason)]
         if attempt is None:
-            self._count("none", decision.reason, 503)
+            self.metrics.stream_error(said, "no_backend")
             yield error_event(f"no backend could serve this request: {'; '.join(errors)}", "no_backend")
             return
         try:
             status = attempt.opened.response.status
-            self._count(attempt.route, decision.reason, status)
+            self.metrics.stream_error(said, "upstream_status")
             text = (attempt.opened.first + await attempt.opened.response.read_all(64 * 1024))[:300]
             yield error_event(f"{attempt.route} answered HTTP {status}: {text.decode(errors='replace')}")
         finally:
@@ -312,31 +317,35 @@ class Gateway:
         else:
             await asyncio.shield(self._prefill(-tokens))
 
-    async def _whole(self, attempt: Attempt, decision: Decision, headers: Headers) -> Response:
+    async def _whole(self, attempt: Attempt, headers: Headers) -> Response:
+        """The upstream's whole answer, its bytes as they came. Broken off mid-body it is a 502, stalled a 504,
+        both with this answer's route and reason (the upstream took the request: the client is told not to retry
+        it, x-should-retry: false)."""
         response = attempt.opened.response
         gauge = self.metrics.flight(attempt.route)
         gauge.inc()
         idle = self.config.policy.idle_timeout_s
+        taken = [*headers, ("x-should-retry", "false")]
         try:
             content = attempt.opened.first + await response.read_all(self.config.max_body_bytes * 4, idle)
         except UpstreamError as exc:
-            return error(502, f"{attempt.route} upstream failed mid-response: {exc}", "upstream_error")
+            return error(502, f"{attempt.route} upstream failed mid-response: {exc}", "upstream_error", taken)
         except TimeoutError:  # stalled mid-body with its connection open: the client is not held past the bound
             self.metrics.idle_timeouts.labels(attempt.route).inc()
-            self._count(attempt.route, decision.reason, 504)
             message = f"{attempt.route} upstream sent nothing for {idle:g} s mid-response"
-            return error(504, message, "upstream_idle", headers)
+            return error(504, message, "upstream_idle", taken)
         finally:
             response.close()
             gauge.dec()
         with contextlib.suppress(ValueError, AttributeError, TypeError):
             self._usage(attempt.route, orjson.loads(content).get("usage") or {})
-        self._count(attempt.route, decision.reason, response.status)
         kind = response.header(b"content-type") or "application/json"
         return Response(response.status, content, headers, kind)
 
-    def _count(self, route: str, reason: str, status: int) -> None:
-        self.metrics.request(route, reason, status)
+    def observe(self, status: int, headers: Headers) -> None:
+        """Every answer, once it is over (the server's hook): counted under the route and reason its own
+        x-servelab-* headers say, so /metrics and the headers never disagree, however the answer ended."""
+        self.metrics.answered(status, headers)
 
     def _usage(self, route: str, usage: dict[str, Any]) -> None:
         for kind in ("prompt_tokens", "completion_tokens"):
@@ -352,7 +361,6 @@ class Gateway:
         """429 when local could serve but the policy keeps it free for realtime (shedding: retry later is right);
         503 when nothing can serve."""
         if decision.reason in SHED_REASONS:
-            self._count("none", decision.reason, 429)
             headers = [("x-servelab-route", "none"), ("x-servelab-reason", decision.reason), ("retry-after", "10"),
                        ("x-should-retry", "true")]  # fmt: skip
             message = f"shed: realtime is active and this request (~{est.tokens} prompt tokens) would delay it"
@@ -366,7 +374,6 @@ class Gateway:
         return self._no_backend(decision, message, [("x-should-retry", "false")])
 
     def _no_backend(self, decision: Decision, message: str, extra: Headers) -> Response:
-        self._count("none", decision.reason, 503)
         headers = [("x-servelab-route", "none"), ("x-servelab-reason", decision.reason), ("retry-after", "5"), *extra]
         return error(503, message, "no_backend", headers)
 

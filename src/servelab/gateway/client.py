@@ -2,12 +2,15 @@
 connections in a last-in-first-out pool per upstream (taking or giving one back is O(1), whatever the pool
 holds), body pieces handed on as each network read brings them.
 
-A pooled connection the server closed meanwhile fails before any response byte; that request is sent once
-more on a fresh connection (nothing of it reached the upstream's handler). A connection that brings bytes after
-an answer is complete (in the same read, or while pooled) is closed, never reused: they would be taken for the
-next request's answer. Any other failure before the response head raises :class:`UpstreamError`; after it,
+A request is never sent twice: once any of it is written, a failure raises :class:`UpstreamError` with ``sent``
+set and nothing is written again (the upstream may have read it and acted on it: a paid call charged twice, a
+generation run twice); only a connection found closed *before* the write is passed over, for the next pooled one
+or a new one. So that a pooled connection is rarely closed under a request, one idle longer than ``max_idle_s``
+(below the usual servers' keep-alive timeouts) is not reused. A connection that brings bytes after an answer is
+complete (in the same read, or while pooled) is closed, never reused: they would be taken for the next
+request's answer. Any failure before the response head raises :class:`UpstreamError`; after it,
 :meth:`UpstreamResponse.read` raises it. Closing a response before its end closes the connection, which an
-OpenAI-compatible engine takes as an abort.
+OpenAI-compatible engine takes as an abort. Every request asks for ``accept-encoding: identity``.
 """
 
 from __future__ import annotations
@@ -30,11 +33,12 @@ class _HeadTooLarge(Exception):
 
 
 class UpstreamError(Exception):
-    """The upstream could not be reached, or broke off; ``before_head`` when no response head had arrived."""
+    """The upstream could not be reached, or broke off; ``before_head`` when no response head had arrived;
+    ``sent`` when some of the request had been written (the upstream may have taken it: never sent again)."""
 
-    def __init__(self, message: str, before_head: bool = True) -> None:
+    def __init__(self, message: str, before_head: bool = True, sent: bool = True) -> None:
         super().__init__(message)
-        self.before_head = before_head
+        self.before_head, self.sent = before_head, sent
 
 
 class Sink(Protocol):
@@ -57,7 +61,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
-        self.reused = False
+        self.idle_since = 0.0  # when it went into the pool
         self.idle = False  # in the pool, no request on it: any byte arriving now is not an answer to anything
         self.aborted = False  # closed by this side (so a close does not end a body framed by the close)
         self._reset()
@@ -75,7 +79,6 @@ class _Conn(asyncio.Protocol):
         self.done = False
         self.keep = False
         self.error: UpstreamError | None = None
-        self.got_bytes = False
         self.paused = False
         self.sink: Sink | None = None
         self.stray = False  # a message began after the answer: nothing of it is the answer's
@@ -98,7 +101,6 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.idle:  # unasked bytes (a stray answer, an idle server's 408): parsed, they would answer the next
             return self.abort()  # request sent on this connection, so it is dropped from the pool instead
-        self.got_bytes = True
         if not self.head.done():
             self.head_bytes += len(data)
         sink = self.sink
@@ -272,8 +274,16 @@ class UpstreamResponse:
 
 class HttpClient:
     def __init__(
-        self, url: str, *, connect_timeout: float = 5.0, headers: dict[str, str] | None = None, max_idle: int = 512
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 5.0,
+        headers: dict[str, str] | None = None,
+        max_idle: int = 512,
+        max_idle_s: float = 4.0,
     ) -> None:
+        """``max_idle`` pooled connections at most; one idle longer than ``max_idle_s`` is closed, not reused
+        (uvicorn closes idle ones after 5 s, and a request written as one closes cannot be sent again)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
@@ -281,33 +291,28 @@ class HttpClient:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base = parts.path.rstrip("/")
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parts.scheme == "https" else None
-        self.connect_timeout, self.max_idle = connect_timeout, max_idle
+        self.connect_timeout, self.max_idle, self.max_idle_s = connect_timeout, max_idle, max_idle_s
         authority = self.host if parts.port is None else f"{self.host}:{self.port}"
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        self._fixed = f"host: {authority}\r\n{extra}".encode("latin-1")
+        self._fixed = f"host: {authority}\r\naccept-encoding: identity\r\n{extra}".encode("latin-1")
         self._idle: deque[_Conn] = deque()
 
     async def request(self, method: str, path: str, body: bytes | None = None, root: bool = False) -> UpstreamResponse:
         """Send and wait for the response head (the caller bounds the wait). ``path`` is under the upstream's
-        base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize)."""
+        base path (its /v1), or beside it with ``root`` (an engine's /health and /tokenize). Written once: any
+        failure after the write raises (``sent``), never a second write (see the module's docstring)."""
         data = self.request_bytes(method, path, body, root)
-        for attempt in range(2):
-            conn = (self._pooled() if attempt == 0 else None) or await self._connect()  # the retry: a new one
-            conn._reset()
-            assert conn.transport is not None
-            conn.transport.write(data)
-            try:
-                await conn.head
-            except UpstreamError:
-                conn.abort()
-                if attempt == 0 and conn.reused and not conn.got_bytes:
-                    continue  # a pooled connection the server had closed: once more on a fresh one
-                raise
-            except BaseException:
-                conn.abort()
-                raise
-            return UpstreamResponse(conn, self)
-        raise AssertionError("unreachable")
+        conn = self._pooled() or await self._connect()
+        if conn.closed or conn.transport is None or conn.transport.is_closing():
+            raise UpstreamError(f"{self.host}:{self.port} closed the connection before the request", sent=False)
+        conn._reset()
+        conn.transport.write(data)
+        try:
+            await conn.head
+        except BaseException:
+            conn.abort()
+            raise
+        return UpstreamResponse(conn, self)
 
     def request_bytes(self, method: str, path: str, body: bytes | None = None, root: bool = False) -> bytes:
         """What :meth:`request` sends (see there for ``path`` and ``root``)."""
@@ -320,13 +325,23 @@ class HttpClient:
         return head + b"content-type: application/json\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
 
     def _pooled(self) -> _Conn | None:
-        """The most recently used idle connection still open (None: a new one is needed)."""
+        """The most recently used idle connection still open and idle at most ``max_idle_s`` (None: a new one is
+        needed). Older ones are closed: the most recent is the least likely to be closed by the server."""
+        oldest = asyncio.get_running_loop().time() - self.max_idle_s
         while self._idle:
             conn = self._idle.pop()
+            if conn.idle_since < oldest:
+                conn.abort()
+                self._close_idle()  # those below it are older still
+                return None
             if not conn.closed and conn.transport is not None and not conn.transport.is_closing():
-                conn.reused, conn.idle = True, False
+                conn.idle = False
                 return conn
         return None
+
+    def _close_idle(self) -> None:
+        while self._idle:
+            self._idle.pop().abort()
 
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -336,8 +351,8 @@ class HttpClient:
                     _Conn, self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None
                 )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
-            raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {type(exc).__name__}: {exc}") from exc
-        protocol.reused = False
+            why = f"cannot connect to {self.host}:{self.port}: {type(exc).__name__}: {exc}"
+            raise UpstreamError(why, sent=False) from exc
         return protocol
 
     def _put(self, conn: _Conn) -> None:
@@ -345,6 +360,7 @@ class HttpClient:
             conn.abort()
             return
         conn.idle, conn.sink = True, None  # the finished answer's sink gets nothing more from this connection
+        conn.idle_since = conn.loop.time()
         self._idle.append(conn)
 
     async def get(self, path: str, timeout: float, root: bool = False) -> tuple[int, bytes]:
@@ -364,5 +380,4 @@ class HttpClient:
                 response.close()
 
     async def aclose(self) -> None:
-        while self._idle:
-            self._idle.pop().abort()
+        self._close_idle()

@@ -66,11 +66,12 @@ class Server(_Finite):
     """Limits of the gateway's own HTTP server (slow or oversized clients are cut off, not held)."""
 
     header_timeout_s: float = Field(default=10.0, gt=0.0)  # the whole request head must arrive within this
-    body_timeout_s: float = Field(default=30.0, gt=0.0)  # longest pause between reads of a request body
+    body_timeout_s: float = Field(default=30.0, gt=0.0)  # the whole request body within this of its head
+    body_pause_s: float = Field(default=10.0, gt=0.0)  # and no pause between its reads longer than this
     keepalive_s: float = Field(default=75.0, ge=0.0)  # an idle keep-alive connection is closed after this
     max_header_bytes: int = Field(default=16 * 1024, ge=1024)
     max_headers: int = Field(default=100, ge=8)
-    max_connections: int = Field(default=10_000, ge=1)  # per worker
+    max_connections: int = Field(default=10_000, ge=1)  # per worker, capped by its open files (gateway/slots.py)
     max_json_depth: int = Field(default=64, ge=4, le=200)
     busy_poll_us: int = Field(default=0, ge=0, le=1_000_000)  # poll without sleeping in flight and this long after
     # Poll from an upstream write to its first byte (at most this long) and poll_linger_us after an answer, while at

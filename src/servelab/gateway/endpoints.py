@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from servelab.gateway.app import Gateway, error, key_in
 from servelab.gateway.client import UpstreamError
+from servelab.gateway.messages import Request, Response, Sent, StreamResponse
 from servelab.gateway.policy import EXTERNAL, LOCAL
-from servelab.gateway.server import Request, Response, Sent, StreamResponse
 
 MAX_TTL_S = 24 * 3600.0
 
@@ -44,6 +44,23 @@ class Router:
         if request.path.startswith("/admin/") and request.method in ("GET", "POST"):
             return self.admin(request)
         return self.unrouted(request)
+
+    def gate(self, method: str, path: str, headers: dict[bytes, bytes]) -> Response | None:
+        """The key a path wants, checked on the request head before any of its body is read (the server answers a
+        refusal without reading the body, and ends the connection): the client key for /v1/, the admin key for
+        /admin/, the metrics key for /metrics and /readyz. The handlers check again (it costs a compare)."""
+        if path.startswith("/v1/"):
+            return self.gateway.client_denied(Request(method, path, b"", headers))
+        if path.startswith("/admin/"):
+            keys = self.gateway.config.keys.admin
+            if not keys:
+                return error(403, "the admin endpoints are off: set keys.admin in the config", "permission_error")
+            if not key_in(Request(method, path, b"", headers), keys):
+                return error(401, "missing or unknown admin key", "authentication_error")
+            return None
+        if path in ("/metrics", "/readyz"):
+            return self._private(Request(method, path, b"", headers))
+        return None
 
     async def unrouted(self, request: Request) -> Response:
         if any(path == request.path for _, path in self.routes):

@@ -27,6 +27,10 @@ class GatewayMetrics:
                                    multiprocess_mode="mostrecent")  # fmt: skip
         self.idle_timeouts = Counter(f"{ns}_idle_timeouts", "Streams ended because the upstream went silent",
                                      ["route"], registry=reg)  # fmt: skip
+        self.stream_errors = Counter(f"{ns}_stream_errors", "Streams (status sent) that ended with an error event, "
+                                     "by kind: upstream_idle, upstream_disconnect, upstream_truncated, "
+                                     "upstream_not_sse, upstream_encoded, client_stalled, no_backend, upstream_status",
+                                     ["route", "reason", "kind"], registry=reg)  # fmt: skip
         self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=reg,
                            multiprocess_mode="mostrecent")  # fmt: skip
         self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
@@ -42,6 +46,16 @@ class GatewayMetrics:
     def request(self, route: str, reason: str, status: int) -> None:
         self.child(self.requests, route, reason, f"{status // 100}xx").inc()
 
+    def answered(self, status: int, headers: list[tuple[str, str]]) -> None:
+        """An answer over: counted under the route and reason its own headers say (none said: not counted)."""
+        route, reason = said(headers)
+        if route is not None:
+            self.request(route, reason, status)
+
+    def stream_error(self, headers: list[tuple[str, str]], kind: str) -> None:
+        route, reason = said(headers)
+        self.child(self.stream_errors, route or "none", reason, kind).inc()
+
     def flight(self, route: str) -> Any:
         return self.child(self.in_flight, route)
 
@@ -56,3 +70,14 @@ class GatewayMetrics:
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def said(headers: list[tuple[str, str]]) -> tuple[str | None, str]:
+    """The route and reason an answer's x-servelab-* headers say."""
+    route, reason = None, ""
+    for name, value in headers:
+        if name == "x-servelab-route":
+            route = value
+        elif name == "x-servelab-reason":
+            reason = value
+    return route, reason

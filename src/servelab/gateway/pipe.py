@@ -23,12 +23,32 @@ class Pipe:
         self.first: asyncio.Future[UpstreamError | None] = loop.create_future()  # the first body byte (or why not)
         self.done: asyncio.Future[UpstreamError | None] = loop.create_future()  # the end (or why it broke off)
         self.watch: Watchdog | None = None
+        self.paused = False  # the client is not taking what is sent (its socket buffer is full)
+        self.response: UpstreamResponse | None = None
+        self._finished = False
 
     def open(self, response: UpstreamResponse) -> None:
-        """The upstream answered 200: its body goes straight to the client from now on."""
+        """The upstream answered 200: its body goes straight to the client from now on; an answer that is not
+        an event stream the relay can read is not passed on at all: the client's stream is only an error event."""
         self.outlet.prepare(200, self.headers + passed_on(response.headers))
-        self.outlet.on_pause = response.pause
+        self.outlet.on_pause = self._client_paused
+        self.response = response
+        if (refused := not_a_stream(response)) is not None:
+            self.relay.refuse(*refused)
+            response.close()
+            self.finish()
+            self._settle(None)
+            return
         response.attach(self)
+
+    def _client_paused(self, paused: bool) -> None:
+        """The client stopped (or went on) taking the stream: the upstream read follows it; the upstream's
+        silence is counted again from when the client takes bytes again."""
+        self.paused = paused
+        if self.response is not None:
+            self.response.pause(paused)
+        if not paused and self.watch is not None:
+            self.watch.touch()
 
     # ---- the upstream connection's callbacks ----------------------------------------------------------
     def piece(self, data: bytes) -> None:
@@ -49,12 +69,22 @@ class Pipe:
         """The upstream's body ended: the client's ends in the same read callback (with the last pieces, in one
         write), before the handler's task wakes to see it."""
         if self.first.done():
-            self.outlet.send(self.relay.flush())
-            self.outlet.end()
+            self.finish()
         self._settle(None)
 
     def failed(self, error: UpstreamError) -> None:
         self._settle(error)
+
+    def finish(self, kind: str | None = None, message: str = "") -> None:
+        """End the client's stream, once: whole, or with an error event saying why (:meth:`EventRelay.end`); a
+        stream whose partial event already went out is left without its end (the server closes it)."""
+        if self._finished:
+            return
+        self._finished = True
+        tail = self.relay.end(kind, message)
+        if tail is not None:
+            self.outlet.send(tail)
+            self.outlet.end()
 
     def _settle(self, outcome: UpstreamError | None) -> None:
         if not self.first.done():
@@ -68,6 +98,18 @@ class Pipe:
         self.outlet.on_pause = None
         if self.watch is not None:
             self.watch.stop()
+
+
+def not_a_stream(response: UpstreamResponse) -> tuple[str, str] | None:
+    """Why a 200 to a stream request cannot be passed on as one (an error kind and message), or None: it is
+    compressed though the gateway asked for identity, or it is not an event stream."""
+    encoding = response.header(b"content-encoding").strip().lower()
+    if encoding not in ("", "identity"):
+        return "upstream_encoded", f"the upstream sent its stream {encoding}-encoded (the gateway asked for identity)"
+    kind = response.header(b"content-type")
+    if not kind.lower().startswith("text/event-stream"):
+        return "upstream_not_sse", f"the upstream answered 200 with {kind or 'no content-type'}, not an event stream"
+    return None
 
 
 class Watchdog:
@@ -94,6 +136,11 @@ class Watchdog:
             self.timer.cancel()
 
 
-def passed_on(upstream: dict[bytes, bytes]) -> Headers:
-    """The upstream headers a client should see: its Retry-After (so a 429 is not retried at once)."""
-    return [(name.decode(), upstream[name].decode("latin-1")) for name in (b"retry-after",) if name in upstream]
+STREAM_FIELDS = (b"retry-after",)
+WHOLE_FIELDS = (b"retry-after", b"content-encoding")  # a whole answer's bytes go on as they came: their encoding too
+
+
+def passed_on(upstream: dict[bytes, bytes], names: tuple[bytes, ...] = STREAM_FIELDS) -> Headers:
+    """The upstream headers a client should see: its Retry-After (so a 429 is not retried at once); for a whole
+    answer, its Content-Encoding (never stripped from bytes passed on compressed)."""
+    return [(name.decode(), upstream[name].decode("latin-1")) for name in names if name in upstream]

@@ -21,18 +21,21 @@ from servelab.gateway.app import Gateway
 from servelab.gateway.checks import warn_at_start
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.endpoints import Router
+from servelab.gateway.listener import start_server
+from servelab.gateway.messages import ServerHooks, ServerLimits
 from servelab.gateway.poll import BusyPoll, PollSettings, auto_poll
-from servelab.gateway.server import ServerLimits, start_server
+from servelab.gateway.slots import connection_cap, raise_open_files
 from servelab.gateway.store import Store, host_store_path, reset_host_store
 from servelab.gateway.warm import Rehearsal
 
 
 def limits(config: GatewayConfig) -> ServerLimits:
+    """The server's limits; ``max_connections`` capped by this process's open files (:mod:`.slots`)."""
     s = config.server
     return ServerLimits(header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
-                        keepalive_s=s.keepalive_s, max_header_bytes=s.max_header_bytes, max_headers=s.max_headers,
-                        max_body_bytes=config.max_body_bytes, max_connections=s.max_connections,
-                        access_log=s.access_log)  # fmt: skip
+                        body_pause_s=s.body_pause_s, keepalive_s=s.keepalive_s, max_header_bytes=s.max_header_bytes,
+                        max_headers=s.max_headers, max_body_bytes=config.max_body_bytes,
+                        max_connections=connection_cap(s.max_connections), access_log=s.access_log)  # fmt: skip
 
 
 def poll_settings(config: GatewayConfig) -> PollSettings:
@@ -52,15 +55,18 @@ async def serve(
     reuse_port: bool = False,
     started: asyncio.Future[tuple[Gateway, int]] | None = None,
 ) -> None:
-    """Serve until cancelled."""
+    """Serve until cancelled (the open-file limit raised first: the connection cap and the pools follow it)."""
+    raise_open_files()
     poll = BusyPoll(asyncio.get_running_loop(), poll_settings(config))
     gateway = Gateway(config, store, poll)
     if poll.enabled and config.server.warm_on_linger:
         poll.on_linger = Rehearsal(limits(config), config.server.max_json_depth, gateway.rehearse)
     await gateway.start()
     try:
-        listener = await start_server(Router(gateway), config.host, config.port, limits(config),
-                                      reuse_port=reuse_port, poll=poll)  # fmt: skip
+        router = Router(gateway)
+        hooks = ServerHooks(gate=router.gate, observe=gateway.observe)
+        listener = await start_server(router, config.host, config.port, limits(config),
+                                      reuse_port=reuse_port, poll=poll, hooks=hooks)  # fmt: skip
         if started is not None:
             started.set_result((gateway, listener.port))
         await listener.serve_forever()

@@ -2,18 +2,24 @@
 request and per chunk, with the limits a proxy in front of a realtime stack needs.
 
 - Limits, all in the config (``[server]``): the head must arrive within ``header_timeout_s``, be at most
-  ``max_header_bytes`` with at most ``max_headers`` fields (431 otherwise); the body may not pause longer
-  than ``body_timeout_s`` between reads nor exceed ``max_body_bytes`` (413); an idle keep-alive connection
-  is closed after ``keepalive_s``; at most ``max_connections`` are open at once (more are closed at once); a
-  closed connection whose client does not take what is left to send is dropped after ``keepalive_s`` more.
-  One timer per server sweeps every connection's deadline (within an eighth of it, at most a second late):
-  a request costs no timer, a read one clock store.
+  ``max_header_bytes`` with at most ``max_headers`` fields (431 otherwise); the whole body must arrive within
+  ``body_timeout_s`` of its head (however it is paced) with no pause over ``body_pause_s``, and be at most
+  ``max_body_bytes`` (413); an idle keep-alive connection is closed after ``keepalive_s``; connections are
+  held up to a cap (:mod:`.slots`: idle ones give way to new ones); a closed connection whose client does not
+  take what is left to send is dropped after ``keepalive_s`` more. One timer per server sweeps every
+  connection's deadline (:mod:`.listener`): a request costs no timer, a read one clock store.
+- The request head is shown to the gate (the gateway's key check) before any of its body is read: a refusal is
+  answered without reading the body, and the connection ends.
 - A request with both Content-Length and Transfer-Encoding, several Content-Length values, or an upgrade is
-  refused (400) and the connection closed. Requests are answered in order, one at a time per connection.
+  refused (400). Requests are answered in order, one at a time per connection: a refusal too (after the answers
+  before it), and ``100 Continue`` only once every answer before its request is complete (never inside one).
+  After a refusal the connection is half-closed and what the client still sends is read and dropped (so it can
+  read the answer instead of a reset), for at most ``header_timeout_s``.
 - The handler gets the whole body; a client that goes away cancels its handler's task, so whatever it was
   waiting on (an upstream request) is let go at once. Streams go out chunked (as they are to an HTTP/1.0
   client), one write per piece, through the request's :class:`Outlet`: a handler may write them itself from
   any callback (the gateway's relay does, from its upstream's reads) and answer :class:`Sent`.
+- Every answer is told to the ``observe`` hook once it is over (a client that left mid-answer included).
 - Nothing of the request is reflected in a response that the handler did not write.
 """
 
@@ -23,127 +29,85 @@ import asyncio
 import contextlib
 import socket
 import struct
-import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator
 
 import httptools
 import orjson
 
 from servelab.gateway.access import access_line
+from servelab.gateway.messages import (
+    REASONS,
+    Handler,
+    Headers,
+    Request,
+    Response,
+    Sent,
+    ServerHooks,
+    ServerLimits,
+    StreamResponse,
+    start_task,
+)
 from servelab.gateway.outlet import Outlet
 from servelab.gateway.poll import BusyPoll
+from servelab.gateway.slots import Slots
 
-REASONS = {200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-           404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 413: "Payload Too Large",
-           429: "Too Many Requests", 431: "Request Header Fields Too Large", 499: "Client Closed Request",
-           500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
-           504: "Gateway Timeout"}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    keepalive_s: float = 75.0
-    max_header_bytes: int = 16 * 1024
-    max_headers: int = 100
-    max_body_bytes: int = 16 * 2**20
-    max_connections: int = 10_000
-    max_pipelined: int = 8
-    access_log: bool = False  # one line per request when its answer is over (:mod:`.access`)
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: bytes
-    headers: dict[bytes, bytes]  # lower-case names; a repeated field keeps its last value
-    body: bytes = b""
-    keep_alive: bool = True
-    http10: bool = False  # an HTTP/1.0 client: no chunked encoding, the connection closes after the answer
-    outlet: Outlet | None = None  # the handler's direct line to the client (streams, keep-alive comments)
-
-    def header(self, name: bytes) -> str:
-        return self.headers.get(name, b"").decode("latin-1")
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes = b""
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    content_type: str = "application/json"
-
-
-@dataclass
-class StreamResponse:
-    status: int
-    chunks: AsyncIterator[bytes]
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    content_type: str = "text/event-stream"
-
-
-@dataclass
-class Sent:
-    """The handler wrote its response through the request's outlet."""
-
-
-Handler = Callable[[Request], Awaitable[Response | StreamResponse | Sent]]
-
-
-if sys.version_info >= (3, 12):
-
-    def _start(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Run the handler at once, in this read callback, up to its first wait (its upstream's answer)."""
-        return asyncio.Task(work, loop=loop, eager_start=True)
-
-else:
-
-    def _start(loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        return loop.create_task(work)
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+NO_HOOKS = ServerHooks()
 
 
 class _Refuse(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, answer: Response | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.answer = status, answer
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, handler: Handler, limits: ServerLimits, live: set[Connection], poll: BusyPoll) -> None:
-        self.handler, self.limits, self.live, self.poll = handler, limits, live, poll
+    def __init__(
+        self, handler: Handler, limits: ServerLimits, slots: Slots, poll: BusyPoll, hooks: ServerHooks = NO_HOOKS
+    ) -> None:
+        self.handler, self.limits, self.slots, self.poll, self.hooks = handler, limits, slots, poll, hooks
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self.queue: deque[Request] = deque()
+        self.queue: deque[Request | Response] = deque()  # a Response here is a refusal: the connection's last word
         self.task: asyncio.Task[None] | None = None
         self.closed = False
+        self.draining = False  # refused: what the client still sends is read and dropped
+        self.in_message = False  # a request is being parsed (its head or body still arriving)
+        self.continue_owed = False  # its client waits for 100 Continue, and an answer before it is not over
         self.current: Outlet | None = None  # the outlet of the request being answered
         self._drain: asyncio.Future[None] | None = None
         self._reset_request()
-        self.deadline_kind = "header"  # header: since the request began; body: since the last read; idle
-        self.mark = self.loop.time()
+        # header: since the request began; body: since its head (and its last read); continue: waiting for its
+        # turn; busy; idle; closing; drain (after a refusal)
+        self.deadline_kind = "header"
+        self.mark = self.body_began = self.loop.time()
 
     # ---- connection -------------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio's classes
-        self.live.add(self)
-        if len(self.live) > self.limits.max_connections:
-            self.transport.abort()  # type: ignore[union-attr]
+        if not self.slots.admit(self):
+            self.closed = True
+            transport.abort()  # type: ignore[attr-defined]
+
+    def evict(self) -> None:
+        """Give way to a new connection (this one holds no request)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.live.discard(self)
+        self.slots.remove(self)
         if self.task and not self.task.done():
             self.task.cancel()  # the client left: the handler lets go of its upstream
         if self._drain and not self._drain.done():
             self._drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self.draining:
+            return  # refused: dropped unread
         if self.deadline_kind == "body":
             self.mark = self.loop.time()
         elif self.deadline_kind == "idle":
@@ -151,14 +115,16 @@ class Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except _Refuse as exc:
-            return self._refuse(exc.status, str(exc))
+            return self._refuse(exc.status, str(exc), exc.answer)
         except httptools.HttpParserUpgrade:
             return self._refuse(400, "upgrades are not served here")
         except Exception as exc:  # httptools' parse errors, and a callback's _Refuse wrapped by it
             cause = exc.__context__ if isinstance(exc.__context__, _Refuse) else None
-            return self._refuse(cause.status if cause else 400, str(cause) if cause else "malformed HTTP request")
+            if cause is not None:
+                return self._refuse(cause.status, str(cause), cause.answer)
+            return self._refuse(400, "malformed HTTP request")
         if self.queue and (self.task is None or self.task.done()) and not self.closed:
-            self.task = _start(self.loop, self._serve())
+            self.task = start_task(self.loop, self._serve())
 
     def pause_writing(self) -> None:
         self._drain = self.loop.create_future()
@@ -172,14 +138,17 @@ class Connection(asyncio.Protocol):
         if self.current is not None and self.current.on_pause is not None:
             self.current.on_pause(False)
 
-    # ---- deadlines, checked by the server's one sweep (no timer per connection or request) -----------------
+    # ---- deadlines, checked by the listener's one sweep (no timer per connection or request) ---------------
     def check(self, now: float) -> None:
         kind, lim = self.deadline_kind, self.limits
-        limit = {"header": lim.header_timeout_s, "body": lim.body_timeout_s, "idle": lim.keepalive_s,
+        if kind == "body":
+            return self._check_body(now)
+        limit = {"header": lim.header_timeout_s, "idle": lim.keepalive_s, "drain": lim.header_timeout_s,
                  "closing": lim.keepalive_s or lim.body_timeout_s}.get(kind, 0)  # fmt: skip
         if not limit or now - self.mark < limit:
             return
-        if kind == "closing":  # closed, but a client that does not read holds what is left to send: let go of it
+        if kind in ("closing", "drain"):  # a client that does not read (or will not stop sending): let go of it
+            self.closed = True
             if self.transport is not None:
                 _reset(self.transport)
         elif self.closed:
@@ -187,7 +156,14 @@ class Connection(asyncio.Protocol):
         elif kind == "idle":
             self._close()
         else:
-            self._refuse(408, f"the request's {kind} did not arrive in time")
+            self._refuse(408, "the request's head did not arrive in time")
+
+    def _check_body(self, now: float) -> None:
+        lim = self.limits
+        if now - self.body_began >= lim.body_timeout_s:
+            self._refuse(408, f"the request's body did not arrive within {lim.body_timeout_s:g} s")
+        elif now - self.mark >= lim.body_pause_s:
+            self._refuse(408, f"the request's body paused for more than {lim.body_pause_s:g} s")
 
     # ---- parser callbacks -------------------------------------------------------------------------------
     def _reset_request(self) -> None:
@@ -197,9 +173,11 @@ class Connection(asyncio.Protocol):
         self.headers: dict[bytes, bytes] = {}  # the fields by lower-case name, once the head is complete
         self.body: list[bytes] = []
         self.body_bytes = 0
+        self.continue_owed = False
 
     def on_message_begin(self) -> None:
         self._reset_request()
+        self.in_message = True
         if self.deadline_kind != "header":  # a pipelined request: its head's clock starts now
             self.deadline_kind, self.mark = "header", self.loop.time()
 
@@ -226,25 +204,48 @@ class Connection(asyncio.Protocol):
         declared = fields.get(b"content-length", b"0")
         if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
             raise _Refuse(413, f"request body over {self.limits.max_body_bytes} bytes")
-        if fields.get(b"expect", b"").lower() == b"100-continue" and self.transport:
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits a second for this otherwise
-        self.deadline_kind, self.mark = "body", self.loop.time()
+        self.path = httptools.parse_url(self.url)
+        self.method = self.parser.get_method().decode("ascii", errors="replace")
+        gate = self.hooks.gate
+        if gate is not None and (denied := gate(self.method, self.path.path.decode("latin-1"), fields)) is not None:
+            raise _Refuse(denied.status, "", denied)  # before any of the body is read
+        self.slots.busy(self)
+        self.deadline_kind = "body"
+        self.mark = self.body_began = self.loop.time()
+        if b"expect" in fields and self._expects_continue():
+            self._continue()
+
+    def _expects_continue(self) -> bool:
+        """``Expect: 100-continue`` (in any of the request's Expect fields), from an HTTP/1.1 client."""
+        if self.parser.get_http_version() == "1.0":
+            return False
+        return any(n == b"expect" and v.strip().lower() == b"100-continue" for n, v in self.fields)
+
+    def _continue(self) -> None:
+        """100 Continue now if this request's turn has come (no answer before it still going out), else once it
+        has: the 100 of a pipelined request never lands inside the answer before it."""
+        if self.queue or (self.task is not None and not self.task.done()):
+            self.continue_owed, self.deadline_kind = True, "continue"  # its body's clock starts with the 100
+        elif self.transport is not None:
+            self.transport.write(CONTINUE)
 
     def on_body(self, body: bytes) -> None:
+        if self.continue_owed:  # the client sent its body without waiting: no 100 for it any more
+            self.continue_owed = False
+            self.deadline_kind, self.mark = "body", self.loop.time()
+            self.body_began = self.mark
         self.body_bytes += len(body)
         if self.body_bytes > self.limits.max_body_bytes:
             raise _Refuse(413, f"request body over {self.limits.max_body_bytes} bytes")
         self.body.append(body)
 
     def on_message_complete(self) -> None:
-        parsed = httptools.parse_url(self.url)
-        method = self.parser.get_method().decode("ascii", errors="replace")
-        keep = self.parser.should_keep_alive()
-        request = Request(method, parsed.path.decode("latin-1"), parsed.query or b"", self.headers,
+        parsed, keep = self.path, self.parser.should_keep_alive()
+        request = Request(self.method, parsed.path.decode("latin-1"), parsed.query or b"", self.headers,
                           b"".join(self.body), keep, self.parser.get_http_version() == "1.0")  # fmt: skip
         request.outlet = Outlet(self, request.http10)
         self.queue.append(request)
-        self.deadline_kind = "busy"
+        self.in_message, self.continue_owed, self.deadline_kind = False, False, "busy"
         if len(self.queue) >= self.limits.max_pipelined and self.transport:
             self.transport.pause_reading()
 
@@ -261,40 +262,63 @@ class Connection(asyncio.Protocol):
     async def _answer_queue(self) -> None:
         while self.queue and not self.closed:
             request = self.queue.popleft()
-            outlet = self.current = request.outlet or Outlet(self, request.http10)
-            began = self.loop.time()
-            try:
-                response = await self.handler(request)
-            except asyncio.CancelledError:
-                return
-            except Exception:  # a handler bug: a 500 for this request, the server goes on
-                response = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
-            finally:
-                outlet.stop()
-                self.current = None
-            if isinstance(response, StreamResponse):
-                keep = await self._stream(response, outlet)
-            elif isinstance(response, Sent) or outlet.started:  # a stream begun can only end
-                keep = outlet.ended and not outlet.http10
-            else:
-                keep = True
-                self._write_whole(response, request.keep_alive)
-            if self.limits.access_log:
-                said = (
-                    (outlet.status, outlet.headers)
-                    if isinstance(response, Sent)
-                    else (response.status, response.headers)
-                )
-                access_line(request.method, request.path, *said, self.loop.time() - began)
-            if not (keep and request.keep_alive):
+            if isinstance(request, Response):
+                return self._last_word(request)
+            if not await self._answer(request):
                 self._close()
                 return
             if self.transport and not self.closed:
                 self.transport.resume_reading()
         if not self.closed:
-            self.deadline_kind, self.mark = "idle", self.loop.time()
+            self._between_answers()
 
-    def head(self, status: int, content_type: str, headers: list[tuple[str, str]], framing: str) -> bytes:
+    async def _answer(self, request: Request) -> bool:
+        """One request answered; whether the connection may serve another."""
+        outlet = self.current = request.outlet or Outlet(self, request.http10)
+        began = self.loop.time()
+        try:
+            response = await self.handler(request)
+        except asyncio.CancelledError:
+            self._said(request, outlet.status if outlet.started and outlet.status else 499, outlet.headers, began)
+            raise
+        except Exception:  # a handler bug: a 500 for this request, the server goes on
+            response = Response(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
+        finally:
+            outlet.stop()
+            self.current = None
+        if isinstance(response, StreamResponse):
+            keep = await self._stream(response, outlet)
+        elif isinstance(response, Sent) or outlet.started:  # a stream begun can only end
+            keep = outlet.ended and not outlet.http10
+        else:
+            keep = True
+            self._write_whole(response, request.keep_alive)
+        if isinstance(response, Sent):
+            self._said(request, outlet.status or 200, outlet.headers, began)
+        else:
+            self._said(request, response.status, response.headers, began)
+        return keep and request.keep_alive
+
+    def _said(self, request: Request, status: int, headers: Headers, began: float) -> None:
+        if self.hooks.observe is not None:
+            self.hooks.observe(status, headers)
+        if self.limits.access_log:
+            access_line(request.method, request.path, status, headers, self.loop.time() - began)
+
+    def _between_answers(self) -> None:
+        """Every queued request is answered: a request waiting for its 100 Continue gets it now; a connection with
+        no request begun waits idle (and may give way to a new one)."""
+        if self.continue_owed:
+            self.continue_owed = False
+            if self.transport is not None:
+                self.transport.write(CONTINUE)
+            self.deadline_kind = "body"
+            self.mark = self.body_began = self.loop.time()
+        elif not self.in_message:
+            self.deadline_kind, self.mark = "idle", self.loop.time()
+            self.slots.wait(self)
+
+    def head(self, status: int, content_type: str, headers: Headers, framing: str) -> bytes:
         lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}", f"content-type: {content_type}", framing]
         lines += [f"{k}: {v}" for k, v in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -321,10 +345,34 @@ class Connection(asyncio.Protocol):
         finally:
             await _close_chunks(chunks)
 
-    def _refuse(self, status: int, message: str) -> None:
-        if self.transport and not self.closed and (self.task is None or self.task.done()):
-            body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-            self._write_whole(Response(status, body), keep=False)
+    # ---- refusing and closing ---------------------------------------------------------------------------
+    def _refuse(self, status: int, message: str, answer: Response | None = None) -> None:
+        """Refuse the request being read: answered in its turn (after the answers before it), then the
+        connection ends. Nothing more of what the client sends is parsed."""
+        if self.closed or self.draining:
+            return
+        self.draining = True
+        if answer is None:
+            answer = Response(status, orjson.dumps({"error": {"message": message, "type": "invalid_request_error"}}))
+        if not self.queue and (self.task is None or self.task.done()):
+            return self._last_word(answer)
+        self.queue.append(answer)
+        if self.task is None or self.task.done():
+            self.task = start_task(self.loop, self._serve())
+
+    def _last_word(self, answer: Response) -> None:
+        """The refusal, then a half-close: the client reads it and closes, while what it still sends is dropped
+        (a close with unread input would reset the connection, and the answer with it)."""
+        self.draining = True
+        self._write_whole(answer, keep=False)
+        if self.transport is None or self.closed:
+            return
+        with contextlib.suppress(Exception):  # a transport that cannot half-close is closed instead
+            self.transport.write_eof()
+            self.transport.resume_reading()
+            self.deadline_kind, self.mark = "drain", self.loop.time()
+            self.slots.wait(self)
+            return
         self._close()
 
     def _close(self) -> None:
@@ -349,54 +397,3 @@ async def _close_chunks(chunks: AsyncIterator[bytes]) -> None:
     if closer is not None:
         with contextlib.suppress(Exception):
             await closer()
-
-
-class Listener:
-    """The listening server and its open connections (closed with it), whose deadlines one timer sweeps."""
-
-    def __init__(self, server: asyncio.Server, live: set[Connection], limits: ServerLimits) -> None:
-        self.server, self.live = server, live
-        self.loop = asyncio.get_running_loop()
-        shortest = min(t for t in (limits.header_timeout_s, limits.body_timeout_s, limits.keepalive_s) if t > 0)
-        self.every = min(1.0, max(0.05, shortest / 8))  # a deadline is kept to within an eighth of itself
-        self._sweeper = self.loop.call_later(self.every, self._sweep)
-
-    def _sweep(self) -> None:
-        now = self.loop.time()
-        for conn in list(self.live):
-            conn.check(now)
-        self._sweeper = self.loop.call_later(self.every, self._sweep)
-
-    @property
-    def port(self) -> int:
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def serve_forever(self) -> None:
-        try:
-            await self.server.serve_forever()
-        finally:
-            self._sweeper.cancel()
-            self.server.close()
-            for conn in list(self.live):
-                if conn.transport is not None:
-                    conn.transport.abort()
-            self.live.clear()
-
-
-async def start_server(
-    handler: Handler,
-    host: str,
-    port: int,
-    limits: ServerLimits,
-    *,
-    reuse_port: bool = False,
-    poll: BusyPoll | None = None,
-) -> Listener:
-    """Listen and serve ``handler``; ``reuse_port`` lets several worker processes share one port; ``poll`` is
-    told of every request in and answered (:mod:`.poll`)."""
-    loop = asyncio.get_running_loop()
-    live: set[Connection] = set()
-    poll = poll or BusyPoll(loop)
-    server = await loop.create_server(lambda: Connection(handler, limits, live, poll), host, port,
-                                      reuse_port=reuse_port or None, backlog=4096)  # fmt: skip
-    return Listener(server, live, limits)

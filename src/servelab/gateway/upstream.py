@@ -13,6 +13,7 @@ from servelab.gateway.body import dumps
 from servelab.gateway.client import HttpClient, UpstreamError, UpstreamResponse
 from servelab.gateway.config import GatewayConfig, Upstream
 from servelab.gateway.pipe import Pipe
+from servelab.gateway.slots import pool_cap
 
 
 class BeforeFirstByte(Exception):
@@ -61,7 +62,8 @@ def encoded_body(raw: bytes, body: dict[str, Any], route: str, config: GatewayCo
 
 def make_client(upstream: Upstream) -> HttpClient:
     headers = {"authorization": f"Bearer {key}"} if (key := upstream.api_key()) else {}
-    return HttpClient(api_base(upstream.url), connect_timeout=upstream.connect_timeout_s, headers=headers)
+    return HttpClient(api_base(upstream.url), connect_timeout=upstream.connect_timeout_s, headers=headers,
+                      max_idle=pool_cap())  # fmt: skip
 
 
 async def open_stream(
@@ -92,7 +94,8 @@ async def open_stream(
         if pipe is not None:
             pipe.close()
         if isinstance(exc, UpstreamError):
-            raise BeforeFirstByte(str(exc)) from exc
+            sent = " (the request had been sent: not sent to it again)" if exc.sent else ""
+            raise BeforeFirstByte(f"{exc}{sent}") from exc
         if isinstance(exc, TimeoutError):
             raise BeforeFirstByte(f"no first byte within {first_byte_timeout:g} s") from exc
         raise

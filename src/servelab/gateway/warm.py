@@ -18,8 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 from servelab.gateway.body import parse_body
+from servelab.gateway.messages import Request, Response, ServerLimits
 from servelab.gateway.poll import BusyPoll
-from servelab.gateway.server import Connection, Request, Response, ServerLimits
+from servelab.gateway.server import Connection
+from servelab.gateway.slots import Slots
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"warm"}],"stream":true,"max_tokens":1}'
 REQUEST = (
@@ -36,13 +38,15 @@ class Rehearsal:
     """``path`` is the gateway's side (its key check, policy and encoding; no effects) for a parsed request."""
 
     def __init__(self, limits: ServerLimits, max_depth: int, path: Callable[[Request, dict[str, Any]], object]):
-        self.conn = Connection(_never, limits, set(), BusyPoll(None))  # its own live set: never served
+        self.conn = Connection(_never, limits, Slots(1), BusyPoll(None))  # its own slots: never served
         self.max_depth, self.path = max_depth, path
 
     def parse(self) -> Request:
         """The canned request through the throwaway connection's parser."""
         self.conn.parser.feed_data(REQUEST)
-        return self.conn.queue.popleft()
+        request = self.conn.queue.popleft()
+        assert isinstance(request, Request)  # the canned request is never refused
+        return request
 
     def __call__(self) -> None:
         try:

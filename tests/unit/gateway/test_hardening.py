@@ -274,7 +274,8 @@ def test_stalled_bodies_and_idle_connections_are_closed(upstream: HostileUpstrea
     with running(config(url(upstream, "ok"), body_timeout_s=1, keepalive_s=1)) as (base, _):
         port = int(base.rsplit(":", 1)[1])
         start = time.monotonic()
-        stalled = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{"
+        stalled = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer client-key\r\n"
+                   b"content-length: 100\r\n\r\n{")  # fmt: skip  # with its key: a keyless one is refused at its head
         assert raw_exchange(port, stalled, timeout=10).startswith(b"HTTP/1.1 408")
         assert time.monotonic() - start < 5
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
