@@ -23,6 +23,14 @@ from tests.integration.test_gateway import CHAT, config, engine_metric, free_por
 LONG = [{"role": "user", "content": "x1 " * 2300}]  # several seconds of prefill on this CPU engine
 
 
+async def redis_prefill(url: str, prefix: str) -> int:
+    store = RedisStore(url, prefix)
+    try:
+        return (await store.snapshot()).prefill_tokens
+    finally:
+        await store.close()
+
+
 def hang_up_during_keepalive(url: str) -> bytes:
     body = dict(CHAT, messages=LONG, stream=True, max_tokens=400, ignore_eos=True)
     with httpx.Client(base_url=url, timeout=30) as http, http.stream("POST", "/v1/chat/completions", json=body) as r:
@@ -36,7 +44,7 @@ def test_a_hang_up_during_keepalive_cancels_the_upstream_and_frees_the_budget(en
         before = engine_metric(engine, "vllm:generation_tokens_total")
         assert hang_up_during_keepalive(url).startswith(b": keep-alive")
         assert wait_idle(engine, url), "the upstream request kept running after the client left"
-        assert asyncio.run(gateway.store.prefill()) == 0
+        assert asyncio.run(gateway.store.snapshot()).prefill_tokens == 0
         assert engine_metric(engine, "vllm:generation_tokens_total") - before < 400
 
 
@@ -52,8 +60,7 @@ def test_the_redis_budget_is_given_back_too(engine: EngineState) -> None:
         with serve(cfg) as (url, _):
             hang_up_during_keepalive(url)
             assert wait_idle(engine, url)
-        store = RedisStore(cfg.state.redis_url, cfg.state.prefix)
-        assert asyncio.run(store.prefill()) == 0
+        assert asyncio.run(redis_prefill(cfg.state.redis_url, cfg.state.prefix)) == 0
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from servelab.gateway.config import GatewayConfig, Keys, Policy, State, Upstream
-from servelab.gateway.store import RedisStore
+from servelab.gateway.store import Limits, RedisStore
 from tests.integration.test_gateway import ADMIN, free_port, serve
 
 if shutil.which("redis-server") is None:
@@ -83,11 +83,12 @@ def test_hold_time_and_shared_prefill_budget(redis_url: str) -> None:
 
     async def budget() -> tuple[int, int]:
         one, two = RedisStore(redis_url, "budget:"), RedisStore(redis_url, "budget:")
-        await one.add_prefill(3000)
-        await two.add_prefill(5000)
-        seen = await one.prefill()
-        await one.add_prefill(-3000)
-        left = await two.prefill()
+        limits = Limits(threshold=10_000, budget=10_000)
+        await one.admit("a", 3000, limits)
+        await two.admit("b", 5000, limits)
+        seen = (await one.snapshot()).prefill_tokens
+        await one.release("a")
+        left = (await two.snapshot()).prefill_tokens
         await one.close()
         await two.close()
         return seen, left

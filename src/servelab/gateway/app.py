@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
@@ -27,13 +28,14 @@ from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
 from servelab.gateway.poll import BusyPoll
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
-from servelab.gateway.store import Store, make_store
+from servelab.gateway.store import Limits, Store, make_store
 from servelab.gateway.tokenizer import load_counter
 from servelab.gateway.upstream import BeforeFirstByte, Opened, encoded_body, make_client, open_stream
 
 SHED_REASONS = ("realtime_long_prefill", "realtime_prefill_budget")
 PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
 KEEPALIVE = b": keep-alive\n\n"
+_REQUESTS = itertools.count(1)  # a charge's id: unique in this process (charges are owned per process)
 Headers = list[tuple[str, str]]
 
 
@@ -117,9 +119,10 @@ class Gateway:
 
     # ---- routing ---------------------------------------------------------------------------------------
     async def facts(self, tokens: int) -> Facts:
-        maintenance, realtime, prefill = await self.store.snapshot(self.config.policy.min_hold_s)
-        return Facts(prompt_tokens=tokens, maintenance=maintenance, local_healthy=self.health.healthy,
-                     realtime=realtime, local_prefill_tokens=prefill)  # fmt: skip
+        """What the policy decides on; the store's faults are its own (degraded, never raised)."""
+        seen = await self.store.snapshot()
+        return Facts(prompt_tokens=tokens, maintenance=seen.maintenance, local_healthy=self.health.healthy,
+                     realtime=seen.realtime, local_prefill_tokens=seen.prefill_tokens)  # fmt: skip
 
     def routes(self, decision: Decision) -> list[str]:
         """The decided route, then the one failover allowed before the first byte (never onto local where
@@ -234,12 +237,13 @@ class Gateway:
         timeout = {LOCAL: self.config.local.read_timeout_s}
         if self.config.external is not None:
             timeout[EXTERNAL] = self.config.external.read_timeout_s
-        tokens = plan.est.tokens
+        tokens, charge = plan.est.tokens, f"{next(_REQUESTS):x}"
         for index, route in enumerate(plan.routes):
             if index:
                 self.metrics.failovers.labels(route).inc()
-            if route == LOCAL:
-                await self._prefill(tokens)
+            if route == LOCAL and not await self._prefill(charge, tokens):
+                errors.append("local: the realtime prefill budget was taken by concurrent requests")
+                continue
             pipe_for = partial(self._pipe, route, plan, bool(index)) if plan.outlet is not None else None
             self.poll.expect()
             try:
@@ -251,7 +255,7 @@ class Gateway:
             finally:
                 self.poll.arrived()
                 if route == LOCAL:
-                    await self._release(tokens)
+                    await self._release(charge)
         return None, errors
 
     def _pipe(self, route: str, plan: _Plan, failed_over: bool) -> Pipe:
@@ -306,16 +310,22 @@ class Gateway:
         finally:
             attempt.opened.response.close()
 
-    async def _prefill(self, tokens: int) -> None:
-        await self.store.add_prefill(tokens)  # the gauge is read from the store when /metrics is scraped
+    async def _prefill(self, charge: str, tokens: int) -> bool:
+        """Admit ``tokens`` to local under the charge ``charge``: checked against the realtime limits and charged
+        in one step of the store (a concurrent admission cannot come between); False: refused, nothing charged.
+        The gauge is read from the store when /metrics is scraped."""
+        policy = self.config.policy
+        limits = Limits(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens)
+        return await self.store.admit(charge, tokens, limits)
 
-    async def _release(self, tokens: int) -> None:
-        """Give prefill tokens back, even when this task is being cancelled: an in-process store never suspends
-        (so nothing can interrupt it, and no loop turn is spent); Redis is shielded."""
-        if getattr(self.store, "in_process", False):
-            await self._prefill(-tokens)
+    async def _release(self, charge: str) -> None:
+        """Give the charge back (once: a second release is a no-op), even when this task is being cancelled: an
+        in-process store never suspends (so nothing can interrupt it, and no loop turn is spent); Redis is
+        shielded."""
+        if self.store.in_process:
+            await self.store.release(charge)
         else:
-            await asyncio.shield(self._prefill(-tokens))
+            await asyncio.shield(self.store.release(charge))
 
     async def _whole(self, attempt: Attempt, headers: Headers) -> Response:
         """The upstream's whole answer, its bytes as they came. Broken off mid-body it is a 502, stalled a 504,

@@ -85,11 +85,15 @@ class Server(_Finite):
     log_queue_lines: int = Field(default=10_000, ge=1, le=10_000_000)  # held while stderr is not read, then dropped
 
 
-class State(BaseModel):
+class State(_Finite):
     backend: Literal["memory", "host", "redis"] = "memory"  # host: worker processes of one host share a file
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: str = "servelab:gateway:"
     path: str = ""  # the host store's file (default: /dev/shm/servelab-gateway-PORT.state)
+    max_leases: int = Field(default=64, ge=1, le=256)  # leases of one flag held at once (past it: 409)
+    charge_ttl_s: float = Field(default=10.0, ge=0.5, le=3600.0)  # a replica that stops renewing: its charges end
+    timeout_s: float = Field(default=0.3, gt=0.0, le=10.0)  # the longest wait on one Redis call
+    retry_s: float = Field(default=0.5, gt=0.0, le=60.0)  # after a Redis fault: left alone this long, then probed
 
 
 class GatewayConfig(_Finite):

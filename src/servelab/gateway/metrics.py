@@ -33,6 +33,10 @@ class GatewayMetrics:
                                      ["route", "reason", "kind"], registry=reg)  # fmt: skip
         self.flags = Gauge(f"{ns}_flag", "Routing flags (1 = on)", ["flag"], registry=reg,
                            multiprocess_mode="mostrecent")  # fmt: skip
+        self.leases = Gauge(f"{ns}_realtime_leases", "Realtime leases held", registry=reg,
+                            multiprocess_mode="mostrecent")  # fmt: skip
+        self.degraded = Gauge(f"{ns}_state_degraded", "1 while the shared state is not reached (local policy)",
+                              registry=reg, multiprocess_mode="max")  # fmt: skip
         self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

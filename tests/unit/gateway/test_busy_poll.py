@@ -194,7 +194,7 @@ def test_the_rehearsal_has_no_effect_beyond_the_caches() -> None:
                 for _ in range(3):
                     rehearse()
                 wire = gateway.rehearse(rehearse.parse(), {"stream": True})
-                return wire, await gateway.store.prefill(), before, gateway.metrics.exposition()
+                return wire, (await gateway.store.snapshot()).prefill_tokens, before, gateway.metrics.exposition()
             finally:
                 await gateway.stop()
 

@@ -11,7 +11,9 @@ from servelab.core.errors import UsageError
 from servelab.gateway.config import load_config
 from servelab.gateway.policy import Facts, decide
 from servelab.gateway.sse import EventRelay
-from servelab.gateway.state import Flag, Health
+from servelab.gateway.state import Health
+from servelab.gateway.store import Settings
+from servelab.gateway.store.base import Leases
 
 
 def facts(tokens: int = 100, *, maintenance=False, healthy=True, realtime=False, inflight=0) -> Facts:  # type: ignore[no-untyped-def]
@@ -37,15 +39,15 @@ def test_policy_order(given: Facts, route: str, reason: str) -> None:
 
 
 def test_flag_holds_and_a_lease_expires() -> None:
-    flag = Flag()
-    flag.set(True, now=0.0, min_hold=5.0, ttl=30.0)
-    flag.set(False, now=1.0, min_hold=5.0)  # a flap inside the hold time...
-    assert flag.settle(2.0, 5.0)  # ...is not applied yet
-    assert not flag.settle(5.0, 5.0)  # and is once the hold has passed
-    flag.set(True, now=10.0, min_hold=5.0, ttl=30.0)
-    flag.set(True, now=30.0, min_hold=5.0, ttl=30.0)  # renewed
-    assert flag.settle(59.0, 5.0)
-    assert not flag.settle(60.0, 5.0)  # a crashed TTS stops renewing: the lease ends by itself
+    flag, settings = Leases(), Settings(min_hold_s=5.0)
+    flag.hold("voice", "me", 30.0, now=0.0, settings=settings)
+    flag.held.pop("voice")  # a flap inside the hold time...
+    assert flag.on(2.0, 5.0)  # ...is not applied yet
+    assert not flag.on(5.0, 5.0)  # and is once the hold has passed
+    flag.hold("voice", "me", 40.0, now=10.0, settings=settings)
+    flag.hold("voice", "me", 60.0, now=30.0, settings=settings)  # renewed
+    assert flag.on(59.0, 5.0)
+    assert not flag.on(60.0, 5.0)  # a crashed TTS stops renewing: the lease ends by itself
 
 
 def test_health_needs_consecutive_results() -> None:
