@@ -20,6 +20,8 @@ from servelab.eval.repair import Task, Workspace, agent_folder, harvest
 from servelab.eval.sandbox import Limits
 from tests.fixtures.scripted_agent import Turn
 
+PLAIN_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
 # --- the earlier round: attacks on a test process that imported the package ---------------------------------
 PATCH_REPORTS = """
 import _pytest.reports as _reports
@@ -334,16 +336,18 @@ def harvested(task: Task, turns: list[Turn]) -> dict[str, bytes]:
 def outputs(task: Task, files: dict[str, bytes], scenario: str) -> list[str]:
     """``scenario`` run by a plain Python on the task's repo with ``files`` on top: what each step returned (repr
     and type) or raised, or ["no result"] when it never got to write one. Not servelab's sandbox: a bare bwrap
-    with its own pid namespace and no network, so a payload that kills every process it sees kills none of ours."""
+    with its own pid namespace and no network (a payload that kills every process it sees kills none of ours),
+    without the checkouts and home folders (where this host keeps copies of the answer)."""
     tree = Path(tempfile.mkdtemp(prefix="attack-outside-"))
     try:
         shutil.copytree(task.repo, tree, dirs_exist_ok=True)
         for rel, content in files.items():
             (tree / rel).write_bytes(content)
         result = tree / "result.json"
-        fence = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind",
-                 str(tree), str(tree), "--unshare-pid", "--unshare-net", "--die-with-parent"]  # fmt: skip
-        argv = [*fence, sys.executable, "-I", "-c", scenario, str(tree), str(result)]
+        fence = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs",
+                 "/work", "--tmpfs", "/root", "--tmpfs", "/home", "--bind", str(tree), str(tree), "--unshare-pid",
+                 "--unshare-net", "--die-with-parent"]  # fmt: skip
+        argv = [*fence, PLAIN_PYTHON, "-I", "-c", scenario, str(tree), str(result)]
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
         subprocess.run(argv, cwd=tree, timeout=120, env={"PATH": os.environ["PATH"]}, check=False, **quiet)
         return list(json.loads(result.read_text())) if result.is_file() else ["no result"]

@@ -179,6 +179,13 @@ def test_what_an_attack_left_is_broken_outside_servelab(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
+def test_an_honest_fix_matches_the_reference_outside_servelab(name: str) -> None:
+    """The control for the check above: the same rebuild of an honest agent's files gives the reference's results."""
+    expected = kit.outputs(TASK, kit.reference_files(TASK), kit.INVENTORY_SCENARIO)
+    assert kit.outputs(TASK, kit.harvested(TASK, HONEST[name]), kit.INVENTORY_SCENARIO) == expected
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
 def test_an_honest_fix_resolves_every_test(attempts: dict[str, Attempt], name: str) -> None:
     attempt = attempts[name]
     assert attempt.outcome is Outcome.CORRECT, attempt.grade.error
