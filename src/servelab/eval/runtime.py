@@ -30,13 +30,14 @@ print("ok" if not outside else "outside: " + ", ".join(outside))
 """
 
 
-def build_runtime(lib: Path) -> None:
-    """Copy the runtime's modules into ``lib`` (readable by any user); :class:`UsageError` when one is missing."""
+def build_runtime(lib: Path, required: tuple[str, ...] = REQUIRED) -> None:
+    """Copy the runtime's modules into ``lib`` (readable by any user); :class:`UsageError` when one of ``required``
+    is missing."""
     missing = []
-    for name in (*REQUIRED, *OPTIONAL):
+    for name in (*required, *OPTIONAL):
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None:
-            missing += [name] if name in REQUIRED else []
+            missing += [name] if name in required else []
             continue
         origin = Path(spec.origin)
         if origin.name == "__init__.py":

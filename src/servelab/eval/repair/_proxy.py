@@ -39,6 +39,7 @@ class Link:
     def __init__(self, fd_out: int, fd_in: int, timeout_s: float) -> None:
         self.fd_out, self.fd_in, self.timeout_s = fd_out, fd_in, timeout_s
         self.buffer = b""
+        self.requests = 0  # sent so far (a test can see that comparing sent none)
         self.dead: str | None = None
         self.exceptions: dict[tuple[str, str], type[BaseException]] = {}
 
@@ -46,6 +47,7 @@ class Link:
         if self.dead:
             raise PackageError(self.dead)
         data = dumps(request)
+        self.requests += 1
         try:
             while data:
                 data = data[os.write(self.fd_out, data) :]
