@@ -5,14 +5,15 @@ from __future__ import annotations
 import httpx
 
 from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
+from tests.fixtures.hostile_peers import tokenizer_folder
 from tests.integration.test_gateway import ADMIN, free_port, serve
 
 
 def test_shedding_is_429_and_nothing_to_serve_is_503() -> None:
     """No external API: a long prompt while realtime is active is shed (local could, the policy keeps it free);
-    a short one goes local, which is down: 503."""
+    a short one (counted in process: a down engine cannot count it) goes local, which is down: 503."""
     config = GatewayConfig(
-        local=Upstream(url=f"http://127.0.0.1:{free_port()}", connect_timeout_s=1),
+        local=Upstream(url=f"http://127.0.0.1:{free_port()}", connect_timeout_s=1, tokenizer=tokenizer_folder()),
         policy=Policy(prefill_threshold_tokens=200, min_hold_s=0, health_interval_s=60),
         keys=Keys(admin=["admin-key"]),
     )
