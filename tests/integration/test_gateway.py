@@ -16,6 +16,7 @@ from servelab.engines.embedded import EngineState
 from servelab.gateway import Gateway, running
 from servelab.gateway.config import GatewayConfig, Keys, Policy, Upstream
 from servelab.testing import free_port
+from tests.fixtures.hostile_peers import tokenizer_folder
 from tests.integration.conftest import EXTERNAL_KEY_ENV
 
 ADMIN = {"Authorization": "Bearer admin-key"}
@@ -47,7 +48,7 @@ def _client(url: str) -> httpx.Client:
 
 def config(local: str, external: str | None, key_env: str = EXTERNAL_KEY_ENV, **policy: float) -> GatewayConfig:
     return GatewayConfig(
-        local=Upstream(url=local, connect_timeout_s=2),
+        local=Upstream(url=local, connect_timeout_s=2, tokenizer=tokenizer_folder()),  # the engine's folder
         external=Upstream(url=external, connect_timeout_s=2, api_key_env=key_env) if external else None,
         policy=Policy(
             prefill_threshold_tokens=int(policy.pop("threshold", 8000)),
