@@ -64,7 +64,12 @@ class _Refuse(Exception):
 
 class Connection(asyncio.Protocol):
     def __init__(
-        self, handler: Handler, limits: ServerLimits, slots: Slots, poll: BusyPoll, hooks: ServerHooks = NO_HOOKS
+        self,
+        handler: Handler,
+        limits: ServerLimits,
+        slots: Slots[Connection],
+        poll: BusyPoll,
+        hooks: ServerHooks = NO_HOOKS,
     ) -> None:
         self.handler, self.limits, self.slots, self.poll, self.hooks = handler, limits, slots, poll, hooks
         self.loop = asyncio.get_running_loop()
