@@ -25,6 +25,9 @@ class Upstream(_Finite):
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 600.0  # longest wait for the first byte (a long prefill is silent)
     health_path: str = "/health"
+    # a pooled connection idle longer than this is closed, not reused: keep it under the upstream's own keep-alive
+    # timeout (uvicorn's, vLLM's: 5 s), since a request written as the upstream closes cannot be sent again
+    pool_idle_s: float = Field(default=4.0, ge=0.0)
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
