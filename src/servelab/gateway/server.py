@@ -80,9 +80,7 @@ class Connection(asyncio.Protocol):
         self.current: Outlet | None = None  # the outlet of the request being answered
         self._drain: asyncio.Future[None] | None = None
         self._reset_request()
-        # header: since the request began; body: since its head (and its last read); continue: waiting for its
-        # turn; busy; idle; closing; drain (after a refusal)
-        self.deadline_kind = "header"
+        self.deadline_kind = "header"  # or body, continue (its 100 owed), busy, idle, closing, drain (refused)
         self.mark = self.body_began = self.loop.time()
 
     # ---- connection -------------------------------------------------------------------------------------
@@ -307,16 +305,17 @@ class Connection(asyncio.Protocol):
             access_line(request.method, request.path, status, headers, self.loop.time() - began)
 
     def _between_answers(self) -> None:
-        """Every queued request is answered: a request waiting for its 100 Continue gets it now; a connection with
-        no request begun waits idle (and may give way to a new one)."""
+        """Every queued request is answered: one waiting for its 100 Continue gets it now; with no request begun
+        the connection waits idle; idle, or with only a head arriving, it may give way to a new one."""
         if self.continue_owed:
-            self.continue_owed = False
+            self.continue_owed, self.deadline_kind = False, "body"
             if self.transport is not None:
                 self.transport.write(CONTINUE)
-            self.deadline_kind = "body"
             self.mark = self.body_began = self.loop.time()
-        elif not self.in_message:
+            return
+        if not self.in_message:
             self.deadline_kind, self.mark = "idle", self.loop.time()
+        if self.deadline_kind in ("idle", "header"):
             self.slots.wait(self)
 
     def head(self, status: int, content_type: str, headers: Headers, framing: str) -> bytes:

@@ -130,3 +130,16 @@ def test_a_pipelined_expect_waiting_its_turn_is_not_timed_out(upstream: HostileU
     first, _, rest = got.partition(b"HTTP/1.1 100 Continue\r\n\r\n")
     assert first.startswith(b"HTTP/1.1 503 ") and b" 408 " not in got, got[:400]
     assert rest.startswith(b"HTTP/1.1 503 "), rest[:200]  # answered (the hanging upstream again)
+
+
+def test_a_head_trickled_after_an_answer_gives_way_like_an_idle_connection(upstream: HostileUpstream) -> None:
+    """One slot: a client is answered and then starts its next head and never ends it. Holding no request, it
+    gives way to a new client (it used to count as busy once it had been answered)."""
+    cfg = config(url(upstream, "ok"), max_connections=1)
+    with running(cfg) as (base, _), socket.create_connection(("127.0.0.1", port(base))) as s:
+        s.sendall(head() + BODY + b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        assert read_until(s, lambda d: d.endswith(b"0\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+        with socket.create_connection(("127.0.0.1", port(base))) as real:
+            real.sendall(head(b"connection: close") + BODY)
+            got = read_until(real, closed)
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
