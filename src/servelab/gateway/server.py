@@ -292,9 +292,9 @@ class Connection(asyncio.Protocol):
         else:
             keep = True
             self._write_whole(response, request.keep_alive)
-        if isinstance(response, Sent):
-            self._said(request, outlet.status or 200, outlet.headers, began)
-        else:
+        if outlet.status is not None:  # a head went out through the outlet (a stream, keep-alive comments)
+            self._said(request, outlet.status, outlet.headers, began)
+        elif not isinstance(response, Sent):
             self._said(request, response.status, response.headers, began)
         return keep and request.keep_alive
 

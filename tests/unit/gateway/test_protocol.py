@@ -167,3 +167,17 @@ def test_every_answer_is_counted_under_the_route_and_reason_its_headers_say(upst
         assert counted == {labels: 1.0}, (local, external, stream, counted, labels)
         said[labels] += 1
     assert (("reason", "default"), ("route", "local"), ("status", "5xx")) in said  # the mid-body 502
+
+
+def test_a_stream_begun_with_keep_alive_comments_is_counted_as_its_head_said(upstream: HostileUpstream) -> None:
+    """The upstream stays silent: the stream starts with keep-alive comments (its head says local), then no
+    backend answers: one answer counted under local with the head's reason, and its error event by kind."""
+    cfg = config(url(upstream, "hang"))
+    cfg.policy.keepalive_s, cfg.local.read_timeout_s = 0.2, 1.0
+    with running(cfg) as (base, _), httpx.Client(timeout=10) as http:
+        reply = http.post(f"{base}/v1/chat/completions", json=CHAT, headers=AUTH)
+        text = http.get(f"{base}/metrics", headers=METRICS).text
+    assert reply.text.startswith(": keep-alive") and events(reply.text)[-1]["error"]["type"] == "no_backend"
+    labels = (("reason", reply.headers["x-servelab-reason"]), ("route", reply.headers["x-servelab-route"]))
+    assert samples(text, "servelab_gateway_requests_total") == {(*labels, ("status", "2xx")): 1.0}
+    assert samples(text, "servelab_gateway_stream_errors_total") == {(("kind", "no_backend"), *labels): 1.0}
