@@ -29,6 +29,9 @@ class Upstream(_Finite):
     # process; unset: the folder the engine names as its model's root in /v1/models when it is on this host, else
     # the engine's own /tokenize
     tokenizer: str | None = None
+    # a pooled connection idle longer than this is closed, not reused: keep it under the upstream's own keep-alive
+    # timeout (uvicorn's, vLLM's: 5 s), since a request written as the upstream closes cannot be sent again
+    pool_idle_s: float = Field(default=4.0, ge=0.0)
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None

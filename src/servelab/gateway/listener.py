@@ -14,7 +14,7 @@ from servelab.gateway.slots import Slots
 class Listener:
     """The listening server and its open connections (closed with it), whose deadlines one timer sweeps."""
 
-    def __init__(self, server: asyncio.Server, slots: Slots, limits: ServerLimits) -> None:
+    def __init__(self, server: asyncio.Server, slots: Slots[Connection], limits: ServerLimits) -> None:
         self.server, self.slots = server, slots
         self.loop = asyncio.get_running_loop()
         timeouts = (limits.header_timeout_s, limits.body_timeout_s, limits.body_pause_s, limits.keepalive_s)
@@ -24,7 +24,7 @@ class Listener:
 
     @property
     def live(self) -> set[Connection]:
-        return self.slots.live  # type: ignore[return-value]  # only Connections are admitted here
+        return self.slots.live
 
     def _sweep(self) -> None:
         now = self.loop.time()
@@ -61,7 +61,7 @@ async def start_server(
     """Listen and serve ``handler``; ``reuse_port`` lets several worker processes share one port; ``poll`` is
     told of every request in and answered (:mod:`.poll`); ``hooks`` see each request's head and each answer."""
     loop = asyncio.get_running_loop()
-    slots = Slots(limits.max_connections)
+    slots: Slots[Connection] = Slots(limits.max_connections)
     poll = poll or BusyPoll(loop)
     given = hooks or ServerHooks()
     server = await loop.create_server(lambda: Connection(handler, limits, slots, poll, given), host, port,

@@ -1,26 +1,22 @@
 """The gateway's own HTTP/1.1 server: an asyncio protocol over httptools' parser, doing as little as possible per
 request and per chunk, with the limits a proxy in front of a realtime stack needs.
 
-- Limits, all in the config (``[server]``): the head must arrive within ``header_timeout_s``, be at most
-  ``max_header_bytes`` with at most ``max_headers`` fields (431 otherwise); the whole body must arrive within
-  ``body_timeout_s`` of its head (however it is paced) with no pause over ``body_pause_s``, and be at most
-  ``max_body_bytes`` (413); an idle keep-alive connection is closed after ``keepalive_s``; connections are
-  held up to a cap (:mod:`.slots`: idle ones give way to new ones); a closed connection whose client does not
-  take what is left to send is dropped after ``keepalive_s`` more. One timer per server sweeps every
-  connection's deadline (:mod:`.listener`): a request costs no timer, a read one clock store.
-- The request head is shown to the gate (the gateway's key check) before any of its body is read: a refusal is
-  answered without reading the body, and the connection ends.
-- A request with both Content-Length and Transfer-Encoding, several Content-Length values, or an upgrade is
-  refused (400). Requests are answered in order, one at a time per connection: a refusal too (after the answers
-  before it), and ``100 Continue`` only once every answer before its request is complete (never inside one).
-  After a refusal the connection is half-closed and what the client still sends is read and dropped (so it can
-  read the answer instead of a reset), for at most ``header_timeout_s``.
-- The handler gets the whole body; a client that goes away cancels its handler's task, so whatever it was
-  waiting on (an upstream request) is let go at once. Streams go out chunked (as they are to an HTTP/1.0
-  client), one write per piece, through the request's :class:`Outlet`: a handler may write them itself from
-  any callback (the gateway's relay does, from its upstream's reads) and answer :class:`Sent`.
+- Limits (``[server]``): the head within ``header_timeout_s``, at most ``max_header_bytes`` and ``max_headers``
+  fields (431); the whole body within ``body_timeout_s`` of its head however it is paced, no pause over
+  ``body_pause_s``, at most ``max_body_bytes`` (413); idle keep-alive connections closed after ``keepalive_s``;
+  connections held up to a cap (:mod:`.slots`: idle ones give way); a closed connection whose client does not
+  take what is left is dropped after ``keepalive_s`` more. The listener's one timer sweeps every deadline
+  (:mod:`.listener`): a request costs no timer, a read one clock store.
+- The head is shown to the gate (the key check) before any of the body is read: a refusal is answered without
+  reading it. Ambiguous framing (Content-Length with Transfer-Encoding, or twice) or an upgrade is a 400.
+- Requests are answered in order, one at a time per connection: a refusal too, after the answers before it,
+  then a half-close, what the client still sends dropped for at most ``header_timeout_s`` (so it reads the
+  answer, not a reset); ``100 Continue`` only once every answer before its request is over.
+- The handler gets the whole body; a client that goes away cancels its handler's task (its upstream request is
+  let go). Streams go out chunked (as they are to an HTTP/1.0 client), one write per piece, through the
+  request's :class:`Outlet`, which a handler may write from any callback and then answer :class:`Sent`.
 - Every answer is told to the ``observe`` hook once it is over (a client that left mid-answer included).
-- Nothing of the request is reflected in a response that the handler did not write.
+  Nothing of the request is reflected in a response that the handler did not write.
 """
 
 from __future__ import annotations
@@ -64,7 +60,12 @@ class _Refuse(Exception):
 
 class Connection(asyncio.Protocol):
     def __init__(
-        self, handler: Handler, limits: ServerLimits, slots: Slots, poll: BusyPoll, hooks: ServerHooks = NO_HOOKS
+        self,
+        handler: Handler,
+        limits: ServerLimits,
+        slots: Slots[Connection],
+        poll: BusyPoll,
+        hooks: ServerHooks = NO_HOOKS,
     ) -> None:
         self.handler, self.limits, self.slots, self.poll, self.hooks = handler, limits, slots, poll, hooks
         self.loop = asyncio.get_running_loop()
@@ -79,9 +80,7 @@ class Connection(asyncio.Protocol):
         self.current: Outlet | None = None  # the outlet of the request being answered
         self._drain: asyncio.Future[None] | None = None
         self._reset_request()
-        # header: since the request began; body: since its head (and its last read); continue: waiting for its
-        # turn; busy; idle; closing; drain (after a refusal)
-        self.deadline_kind = "header"
+        self.deadline_kind = "header"  # or body, continue (its 100 owed), busy, idle, closing, drain (refused)
         self.mark = self.body_began = self.loop.time()
 
     # ---- connection -------------------------------------------------------------------------------------
@@ -293,9 +292,9 @@ class Connection(asyncio.Protocol):
         else:
             keep = True
             self._write_whole(response, request.keep_alive)
-        if isinstance(response, Sent):
-            self._said(request, outlet.status or 200, outlet.headers, began)
-        else:
+        if outlet.status is not None:  # a head went out through the outlet (a stream, keep-alive comments)
+            self._said(request, outlet.status, outlet.headers, began)
+        elif not isinstance(response, Sent):
             self._said(request, response.status, response.headers, began)
         return keep and request.keep_alive
 
@@ -306,16 +305,17 @@ class Connection(asyncio.Protocol):
             access_line(request.method, request.path, status, headers, self.loop.time() - began)
 
     def _between_answers(self) -> None:
-        """Every queued request is answered: a request waiting for its 100 Continue gets it now; a connection with
-        no request begun waits idle (and may give way to a new one)."""
+        """Every queued request is answered: one waiting for its 100 Continue gets it now; with no request begun
+        the connection waits idle; idle, or with only a head arriving, it may give way to a new one."""
         if self.continue_owed:
-            self.continue_owed = False
+            self.continue_owed, self.deadline_kind = False, "body"
             if self.transport is not None:
                 self.transport.write(CONTINUE)
-            self.deadline_kind = "body"
             self.mark = self.body_began = self.loop.time()
-        elif not self.in_message:
+            return
+        if not self.in_message:
             self.deadline_kind, self.mark = "idle", self.loop.time()
+        if self.deadline_kind in ("idle", "header"):
             self.slots.wait(self)
 
     def head(self, status: int, content_type: str, headers: Headers, framing: str) -> bytes:

@@ -16,7 +16,7 @@ check) or answered never gives way; with no other to close, the new one is close
 from __future__ import annotations
 
 import resource
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 RESERVE = 64  # open files kept for everything but client and upstream connections
 POOL_MAX = 512  # idle keep-alive connections per upstream, at most
@@ -24,6 +24,9 @@ POOL_MAX = 512  # idle keep-alive connections per upstream, at most
 
 class Evictable(Protocol):
     def evict(self) -> None: ...
+
+
+C = TypeVar("C", bound=Evictable)
 
 
 def raise_open_files() -> int:
@@ -57,16 +60,16 @@ def pool_cap(files: int | None = None) -> int:
     return max(1, min(POOL_MAX, connection_cap(1 << 30, files) // 2))
 
 
-class Slots:
+class Slots(Generic[C]):
     """The live connections, and among them those holding no request, oldest first (a dict keeps insertion
     order: taking one out and putting it back is O(1), and the next to give way is the first)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.live: set[Evictable] = set()
-        self.waiting: dict[Evictable, None] = {}
+        self.live: set[C] = set()
+        self.waiting: dict[C, None] = {}
 
-    def admit(self, conn: Evictable) -> bool:
+    def admit(self, conn: C) -> bool:
         """A new connection; False when it cannot be held (every other one is busy)."""
         self.live.add(conn)
         self.waiting[conn] = None
@@ -80,16 +83,16 @@ class Slots:
         victim.evict()
         return True
 
-    def wait(self, conn: Evictable) -> None:
+    def wait(self, conn: C) -> None:
         """``conn`` holds no request now (it goes last in line to give way)."""
         if conn in self.live:
             self.waiting.pop(conn, None)
             self.waiting[conn] = None
 
-    def busy(self, conn: Evictable) -> None:
+    def busy(self, conn: C) -> None:
         """``conn``'s request is being read or answered: it does not give way."""
         self.waiting.pop(conn, None)
 
-    def remove(self, conn: Evictable) -> None:
+    def remove(self, conn: C) -> None:
         self.live.discard(conn)
         self.waiting.pop(conn, None)

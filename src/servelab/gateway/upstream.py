@@ -63,7 +63,7 @@ def encoded_body(raw: bytes, body: dict[str, Any], route: str, config: GatewayCo
 def make_client(upstream: Upstream) -> HttpClient:
     headers = {"authorization": f"Bearer {key}"} if (key := upstream.api_key()) else {}
     return HttpClient(api_base(upstream.url), connect_timeout=upstream.connect_timeout_s, headers=headers,
-                      max_idle=pool_cap())  # fmt: skip
+                      max_idle=pool_cap(), max_idle_s=upstream.pool_idle_s)  # fmt: skip
 
 
 async def open_stream(
