@@ -2,7 +2,8 @@
 short chat, an 8K- and a 32K-token chat, beside the engine's own /tokenize round trip for the same chat (the
 peer: what a gateway without the tokenizer in process pays), medians over rounds, and their ratio.
 
-usage: python benchmarks/gateway/count.py [--engine http://127.0.0.1:8765] [--model-folder DIR] [--rounds 30]
+usage: python benchmarks/gateway/count.py [--engine http://127.0.0.1:8765 | none] [--model-folder DIR] [--rounds 30]
+(``--engine none``: the in-process column alone, on a host with no engine)
 """
 
 from __future__ import annotations
@@ -48,15 +49,19 @@ def main() -> None:
     args = ap.parse_args()
     counter = TokenCounter.from_folder(Path(args.model_folder))
     print(f"{'chat':<16} {'tokens':>7} {'method':>7} {'in process ms':>14} {'/tokenize ms':>13} {'ratio':>7}")
-    with httpx.Client(base_url=args.engine, timeout=60) as http:
+    with httpx.Client(base_url=args.engine if args.engine != "none" else "http://none", timeout=60) as http:
         for label, size in SIZES.items():
             body = chat(counter, size)
             counted = counter.count(CHAT, body, BOUND_MAX)
             local = median_ms(lambda b=body: counter.count(CHAT, b, BOUND_MAX), args.rounds)
-            payload = {"model": http.get("/v1/models").json()["data"][0]["id"], "messages": body["messages"]}
-            remote = median_ms(lambda p=payload: http.post("/tokenize", json=p).raise_for_status(), args.rounds)
+            remote = _round_trip(http, body, args.rounds) if args.engine != "none" else float("nan")
             print(f"{label:<16} {counted.tokens:>7,} {counted.method:>7} {local:>14.3f} {remote:>13.3f} "
                   f"{local / remote:>6.2f}x")  # fmt: skip
+
+
+def _round_trip(http: httpx.Client, body: dict[str, Any], rounds: int) -> float:
+    payload = {"model": http.get("/v1/models").json()["data"][0]["id"], "messages": body["messages"]}
+    return median_ms(lambda: http.post("/tokenize", json=payload).raise_for_status(), rounds)
 
 
 if __name__ == "__main__":
