@@ -98,8 +98,9 @@ def test_maintenance_long_prefill_and_realtime_route_external(
         assert (reply.headers["x-servelab-route"], reply.headers["x-servelab-reason"]) == ("external", "maintenance")
         http.post("/admin/maintenance", json={"active": False}, headers=ADMIN)  # held: min hold time 5 s
         assert http.get("/admin/state", headers=ADMIN).json()["maintenance"]
-    # over a 200-token threshold by its byte bound: counted exactly in process with the engine's own tokenizer
-    long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 270}])
+    # over policy.bound_tokens_max (1,024) by its byte bound: counted exactly in process with the engine's own
+    # tokenizer, and over the 200-token threshold by that count
+    long_chat = dict(CHAT, messages=[{"role": "user", "content": "x1 " * 400}])
     relaxed = config(engine.url, external_engine.url, threshold=200, min_hold_s=0)
     with serve(relaxed) as (url, _), _client(url) as http:
         reply = http.post("/v1/chat/completions", json=long_chat)
