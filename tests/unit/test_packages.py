@@ -36,7 +36,7 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.eval": ["AgentLimits", "EvalOptions", "EvalResult", "Item", "RepoResult", "builtin_suites",
                       "builtin_tasks", "load_items", "load_task", "regrade", "run_eval", "run_repo", "sandbox_kind"],
     "servelab.eval.repair": ["AgentLimits", "Attempt", "Harvest", "HarvestRules", "Policy", "RepoGrade", "RepoResult",
-                             "TOOLS", "Task", "Trajectory", "Workspace", "agent_folder", "build_tree", "builtin_tasks",
+                             "TOOLS", "Task", "Trajectory", "Workspace", "agent_folder", "builtin_tasks",
                              "chat_policy", "grade_workdir", "harvest", "load_task", "remove_tree", "run_agent",
                              "run_repo", "self_check", "summarize_repo", "tasks_root"],
     "servelab.eval.suites": [],

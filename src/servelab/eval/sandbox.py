@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib.util
 import os
 import resource
 import shutil
@@ -25,16 +24,17 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from servelab.core.errors import UsageError
+from servelab.eval.mounts import agent_view, graded_view, interpreter
 
 NOBODY = 65534
 PYLIB = "/tmp/pylib"  # inside: a read-only copy of pytest and its dependencies
-PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
 INSIDE = "/tmp/sandbox"  # inside the private /tmp: the host root is read-only
 SAFE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
 
@@ -136,33 +136,24 @@ def give_to_sandbox(root: Path) -> None:
 
 def python() -> str:
     """The interpreter the sandbox user can run: the system one when we drop from root (our own may live
-    under /root, which that user cannot enter), else ours."""
+    under /root, which that user cannot enter), else the base interpreter of ours (never a venv: a venv holds
+    servelab and its bundled tasks)."""
     if os.geteuid() == 0:
         for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
             if os.path.exists(candidate):
                 return candidate
-    return sys.executable
+    return str(getattr(sys, "_base_executable", None) or sys.executable)
 
 
 @functools.cache
 def pytest_lib() -> Path:
-    """pytest and its pure-Python dependencies, and servelab's grading runner, copied where any user can read
-    them (put on PYTHONPATH; the grader puts it first on sys.path). Removed when this process exits."""
+    """The grading runtime (pytest and its pure-Python dependencies, copied where any user can read them):
+    nothing of servelab's, nothing of a task's. Removed when this process exits."""
+    from servelab.eval.runtime import build_runtime
+
     lib = Path(tempfile.mkdtemp(prefix="servelab-pylib-"))
     atexit.register(shutil.rmtree, lib, True)
-    for name in PYTEST_MODULES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            continue
-        origin = Path(spec.origin)
-        if origin.name == "__init__.py":
-            shutil.copytree(origin.parent, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(origin, lib / origin.name)
-    shutil.copy2(Path(__file__).parent / "repair" / "_grade_runner.py", lib / "servelab_grade_runner.py")
-    (lib / "servelab-grade.ini").write_text("[pytest]\n")  # the configuration when a task brings none
-    for path in [lib, *lib.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    build_runtime(lib)
     return lib
 
 
@@ -172,37 +163,27 @@ def seen_as(work: Path, kind: str) -> str:
 
 
 def library(kind: str) -> str:
-    """Where the code inside the sandbox finds the pytest library and servelab's grading runner."""
+    """Where the code inside the sandbox finds the grading runtime (pytest and its dependencies)."""
     return PYLIB if kind == "bwrap" else str(pytest_lib())
 
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
-
-
-def _system_binds() -> list[str]:
-    """The system read-only, and nothing else of the host's files: no home folders, checkouts or caches
-    (where another copy of a task's hidden tests could be). The interpreter's own prefix when it is ours."""
-    dirs = [*SYSTEM_DIRS]
-    if python() == sys.executable:
-        dirs += [sys.base_prefix, sys.prefix]
-    out: list[str] = []
-    for d in dict.fromkeys(dirs):
-        out += ["--ro-bind-try", d, d]
-    return out
-
-
-def _bwrap_argv(argv: Sequence[str], work: Path, limits: Limits, read_only: bool, env: Mapping[str, str]) -> list[str]:
+def _bwrap_argv(argv: Sequence[str], work: Path, limits: Limits, read_only: bool, env: Mapping[str, str],
+                view: str) -> list[str]:  # fmt: skip
+    """``view``: "agent" (the system, package folders masked, the runtime at /tmp/pylib), "graded" (the
+    interpreter only) or "graded+runtime" (and the runtime): see :mod:`servelab.eval.mounts`."""
     tmp = str(limits.tmp_mb * 2**20)
     setenv = [x for k, v in env.items() for x in ("--setenv", k, v)]
+    system = agent_view(python()) if view == "agent" else graded_view(python())
+    runtime = ["--ro-bind", str(pytest_lib()), PYLIB] if view in ("agent", "graded+runtime") else []
     return [
         "bwrap",
-        *_system_binds(),
+        *system,
         "--dev", "/dev",
         "--size", tmp, "--tmpfs", "/dev/shm",
         "--proc", "/proc",
         "--size", tmp, "--tmpfs", "/tmp",
         "--ro-bind" if read_only else "--bind", str(work), INSIDE,
-        "--ro-bind", str(pytest_lib()), PYLIB,
+        *runtime,
         "--chdir", INSIDE,
         "--unshare-all",
         "--die-with-parent",
@@ -229,30 +210,44 @@ class _Drain(threading.Thread):
             os.close(self.fd)
 
 
-def run(
-    argv: Sequence[str],
-    work: Path,
-    *,
-    kind: str,
-    limits: Limits | None = None,
-    stdin: bytes | None = None,
-    read_only: bool = False,
-    env: Mapping[str, str] | None = None,
-    report_bytes: int = 0,
-) -> SandboxResult:
+@dataclass
+class Running:
+    """A sandboxed process started by :func:`start`; :func:`finish` waits for it and collects what it wrote."""
+
+    proc: subprocess.Popen[bytes]
+    limits: Limits
+    kind: str
+    drains: list[_Drain]
+    report: bool
+    started: float
+
+
+def run(argv: Sequence[str], work: Path, *, kind: str, limits: Limits | None = None, stdin: bytes | None = None,
+        read_only: bool = False, env: Mapping[str, str] | None = None, report_bytes: int = 0, view: str = "agent",
+        pass_fds: Sequence[int] = ()) -> SandboxResult:  # fmt: skip
     """Run ``argv`` in ``work`` (seen as /tmp/sandbox under bwrap); never raises for what the code does.
-    An ``argv[0]`` of "python" is the interpreter the sandbox user can run, with pytest importable.
-    ``report_bytes``: open a report pipe for the code (SERVELAB_REPORT_FD), kept up to that many bytes."""
+    An ``argv[0]`` of "python" is the interpreter the sandbox user can run (with pytest importable in the
+    "agent" and "graded+runtime" views). ``report_bytes``: open a report pipe for the code
+    (SERVELAB_REPORT_FD), kept up to that many bytes. ``pass_fds``: more pipes the code keeps open."""
+    return finish(start(argv, work, kind=kind, limits=limits, stdin=stdin, read_only=read_only, env=env,
+                        report_bytes=report_bytes, view=view, pass_fds=pass_fds))  # fmt: skip
+
+
+def start(argv: Sequence[str], work: Path, *, kind: str, limits: Limits | None = None, stdin: bytes | None = None,
+          read_only: bool = False, env: Mapping[str, str] | None = None, report_bytes: int = 0,
+          view: str = "agent", pass_fds: Sequence[int] = ()) -> Running:  # fmt: skip
+    """Start what :func:`run` runs, without waiting for it."""
     limits = limits or Limits()
     if argv and argv[0] == "python":
-        argv = [python(), *argv[1:]]
+        exe = interpreter(python()).real if kind == "bwrap" and view != "agent" else python()
+        argv = [exe, *argv[1:]]
     pipe = os.pipe() if report_bytes else None
-    environ = {**SAFE_ENV, "PYTHONPATH": library(kind), **(env or {})}
+    environ = {**SAFE_ENV, **({} if view == "graded" else {"PYTHONPATH": library(kind)}), **(env or {})}
     environ["HOME"] = "/tmp" if kind == "bwrap" else "/nonexistent"
     if pipe:
         environ["SERVELAB_REPORT_FD"] = str(pipe[1])
     if kind == "bwrap":
-        command, cwd, envp = _bwrap_argv(argv, work, limits, read_only, environ), None, None
+        command, cwd, envp = _bwrap_argv(argv, work, limits, read_only, environ, view), None, None
     else:
         command, cwd, envp = list(argv), str(work), environ
     try:
@@ -264,18 +259,17 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=(pipe[1],) if pipe else (),
+            pass_fds=(*pass_fds, *((pipe[1],) if pipe else ())),
             preexec_fn=functools.partial(_limit, limits),
         )
     finally:
         if pipe:
             os.close(pipe[1])
-    return _collect(proc, limits, stdin, pipe[0] if pipe else None, report_bytes, kind)
+    return _started(proc, limits, kind, stdin, pipe[0] if pipe else None, report_bytes)
 
 
-def _collect(
-    proc: subprocess.Popen[bytes], limits: Limits, stdin: bytes | None, report_fd: int | None, cap: int, kind: str
-) -> SandboxResult:
+def _started(proc: subprocess.Popen[bytes], limits: Limits, kind: str, stdin: bytes | None, report_fd: int | None,
+             cap: int) -> Running:  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
     drains = [_Drain(os.dup(proc.stdout.fileno()), limits.output_bytes),
               _Drain(os.dup(proc.stderr.fileno()), limits.output_bytes)]  # fmt: skip
@@ -287,24 +281,31 @@ def _collect(
         drain.start()
     if stdin is not None and proc.stdin is not None:
         threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
-    timed_out = False
+    return Running(proc, limits, kind, drains, report_fd is not None, time.monotonic())
+
+
+def finish(running: Running, now: bool = False) -> SandboxResult:
+    """Wait for the process (at most its time limit from its start; not at all with ``now``), kill its group,
+    and return what it wrote."""
+    proc, timed_out = running.proc, False
     try:
-        proc.wait(timeout=limits.timeout_s)
+        left = 0.0 if now else running.limits.timeout_s - (time.monotonic() - running.started)
+        proc.wait(timeout=max(left, 0.001))
     except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not now
     _kill_group(proc.pid)  # at the timeout, and anything the code left behind in its group
     proc.wait()
-    for drain in drains:
+    for drain in running.drains:
         drain.join(timeout=5)  # an escaped process may hold a pipe (none mode): what came so far is kept
-    out, err = bytes(drains[0].data), bytes(drains[1].data)
+    out, err = bytes(running.drains[0].data), bytes(running.drains[1].data)
     return SandboxResult(
-        None if timed_out else proc.returncode,
+        None if timed_out or (now and proc.returncode is None) else proc.returncode,
         out.decode("utf-8", errors="replace"),
         err.decode("utf-8", errors="replace"),
         timed_out,
-        kind,
+        running.kind,
         raw_stdout=out,
-        report=bytes(drains[2].data) if report_fd is not None else b"",
+        report=bytes(running.drains[2].data) if running.report else b"",
     )
 
 

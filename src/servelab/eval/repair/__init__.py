@@ -2,7 +2,7 @@
 what it may change, with hidden tests and canaries, in a tree of its own."""
 
 from servelab.eval.repair.agent import TOOLS, AgentLimits, Policy, Trajectory, chat_policy, run_agent
-from servelab.eval.repair.grader import RepoGrade, build_tree, grade_workdir, self_check
+from servelab.eval.repair.grader import RepoGrade, grade_workdir, self_check
 from servelab.eval.repair.harvest import Harvest, HarvestRules, harvest
 from servelab.eval.repair.run import Attempt, RepoResult, run_repo, summarize_repo
 from servelab.eval.repair.task import Task, builtin_tasks, load_task, tasks_root
@@ -21,7 +21,6 @@ __all__ = [
     "Trajectory",
     "Workspace",
     "agent_folder",
-    "build_tree",
     "builtin_tasks",
     "chat_policy",
     "grade_workdir",

@@ -1,33 +1,32 @@
-"""Grade an agent's folder so that neither its files nor the code under test can forge the grade.
+"""Grade an agent's folder so that the code under test never holds what it is compared with.
 
-1. The graded tree is servelab's: a fresh copy of the task's original repo, with only the editable paths
-   replaced by what the harvest took (regular files, within caps; see :mod:`.harvest`), then the hidden tests
-   and two canary tests whose names and values are drawn anew for each grading: one must pass, one must fail;
-   and copies of the hidden tests with their expected values drawn anew, which must all fail (:mod:`.mutate`).
-2. It runs read-only in the sandbox under servelab's runner (isolated interpreter, servelab's configuration,
-   no plugin autoload, no conftest above the tree), which streams each report line to a pipe.
-3. Read from outside that process, the grade is ``error`` with a reason starting "tampered" when the
-   must-fail canary or a changed copy passed, the must-pass one did not, the process exited 0 (the must-fail
-   canary always makes an honest run exit 1), the report has no closing line or disagrees with the exit code, or
-   tests the task does not define ran. Canaries detect tampering; they cannot prevent it (see the README)."""
+1. Only what the agent may change is taken (:mod:`.harvest`); the rest of each tree is the task's own.
+2. The graded package runs in a process of its own that holds no test and no reference: the tests run in
+   another process and reach the package through pipes, sending only what they hand to it (names,
+   arguments) and getting back plain data they compare themselves (:mod:`.session`, :mod:`._proxy`,
+   :mod:`._wire`). Tests that draw fresh inputs compare with the reference, in a third process.
+3. Each sandbox sees its tree and the interpreter, nothing of servelab, the task folder or the run store
+   (:mod:`servelab.eval.mounts`), on any install.
+4. Read from outside the test process, the grade is ``error`` when the run cannot be trusted: no closing report
+   line, a report that disagrees with the exit code, tests the task does not define; "tampered" when the
+   package's process answered with something that is not plain data (servelab's own loop never does).
+   A skipped test counts as failed.
+"""
 
 from __future__ import annotations
 
 import json
-import secrets
 import shutil
-import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servelab.eval.repair.harvest import Harvest, harvest, write_tree
-from servelab.eval.repair.mutate import expectation_copies
+from servelab.eval.repair.harvest import harvest
+from servelab.eval.repair.session import build_trees, run_tests
 from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import remove_tree
-from servelab.eval.sandbox import Limits, fresh_copy, library, run, seen_as
-
-REPORT_BYTES = 4 << 20
+from servelab.eval.runtime import check_runtime
+from servelab.eval.sandbox import Limits, fresh_copy
 
 
 @dataclass
@@ -79,93 +78,27 @@ class RepoGrade:
         }
 
 
-@dataclass(frozen=True)
-class Canaries:
-    file: str  # relative to the tree
-    must_pass: str  # node ids
-    must_fail: str
-    changed: tuple[str, ...] = ()  # hidden tests' copies with their expected values drawn anew (:mod:`.mutate`)
-
-    @property
-    def nodes(self) -> set[str]:
-        return {self.must_pass, self.must_fail, *self.changed}
-
-    @classmethod
-    def draw(cls, task: Task) -> tuple[Canaries, str]:
-        """New names and values each grading; the must-fail one imports the package like a real test would."""
-        stem, ok, bad = (f"test_{secrets.token_hex(6)}" for _ in range(3))
-        a, b = secrets.randbelow(10**9), secrets.randbelow(10**9) + 10**9
-        package = next((e for e in task.editable if "/" not in e and not e.endswith(".py")), None)
-        imports = f"    import {package}  # noqa: F401\n" if package and package.isidentifier() else ""
-        text = (f"def {ok}():\n    assert {a} + {b} == {a + b}\n\n\n"
-                f"def {bad}():\n{imports}    assert {a} * 2 == {a * 2 + b}\n")  # fmt: skip
-        file = f"{task.tests_dir}/{stem}.py"
-        return cls(file, f"{file}::{ok}", f"{file}::{bad}"), text
-
-
-def build_tree(task: Task, taken: Harvest) -> tuple[Path, Canaries]:
-    """The tree that is graded: the task's original repo (editable paths left out), the agent's harvested files,
-    the hidden tests, the canaries. Root-owned where servelab is root, readable by the sandbox user."""
-    tree = Path(tempfile.mkdtemp(prefix="servelab-grade-"))
-    editable = {e.rstrip("/") for e in task.editable}
-    shutil.copytree(task.repo, tree, dirs_exist_ok=True,
-                    ignore=lambda d, names: [n for n in names if _skip(task.repo, Path(d) / n, editable)])  # fmt: skip
-    write_tree(tree, taken.files)
-    shutil.copytree(task.root / "hidden", tree, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    canaries, text = Canaries.draw(task)
-    (tree / canaries.file).write_text(text)
-    canaries = replace(canaries, changed=_write_changed_copies(task, tree))
-    for path in [tree, *tree.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return tree, canaries
-
-
-def _write_changed_copies(task: Task, tree: Path) -> tuple[str, ...]:
-    """Beside each hidden test file, its tests' copies with new expected values, in a file of a new name."""
-    nodes: list[str] = []
-    for source in sorted((task.root / "hidden").rglob("test*.py")):
-        text, names = expectation_copies(source)
-        if names:
-            rel = (source.parent.relative_to(task.root / "hidden") / f"test_{secrets.token_hex(6)}.py").as_posix()
-            (tree / rel).write_text(text)
-            nodes += [f"{rel}::{name}" for name in names]
-    return tuple(nodes)
-
-
-def _skip(repo: Path, path: Path, editable: set[str]) -> bool:
-    rel = path.relative_to(repo).as_posix()
-    return rel in editable or path.name == "__pycache__"
-
-
 def grade_workdir(task: Task, workdir: Path, kind: str, limits: Limits | None = None) -> RepoGrade:
-    """Harvest ``workdir``'s editable files, build the graded tree and run every test (visible, hidden and the
-    canaries) on it; a skipped test counts as failed. Never raises for what the folder holds."""
+    """Harvest ``workdir``'s editable files, build the trees and run every test (visible and hidden) against the
+    package; a skipped test counts as failed. Never raises for what the folder holds."""
+    check_runtime(kind)
     taken = harvest(workdir, task.rules, kind, original=sorted(p.name for p in task.repo.iterdir()))
     grade = RepoGrade(harvest=taken.to_dict())
     if taken.error:
         grade.error = taken.error
         grade.passed = dict.fromkeys(sorted(task.all_tests), False)
         return grade
-    tree, canaries = build_tree(task, taken)
-    basetemp = None if kind == "bwrap" else Path(tempfile.mkdtemp(prefix="servelab-basetemp-"))
+    trees = build_trees(task, taken)
     try:
-        root, lib = seen_as(tree, kind), library(kind)
-        ini = f"{root}/pytest.ini" if (task.repo / "pytest.ini").is_file() else f"{lib}/servelab-grade.ini"
-        runner = f"{lib}/servelab_grade_runner.py"
-        result = run(["python", "-I", "-B", runner, root, ini, f"{root}/{task.tests_dir}",
-                      str(basetemp) if basetemp else "/tmp/servelab-basetemp"],
-                     tree, kind=kind, limits=limits or Limits(timeout_s=120), read_only=True,
-                     report_bytes=REPORT_BYTES)  # fmt: skip
-        grade.exit_code, grade.timed_out = result.returncode, result.timed_out
-        verdict(grade, task, canaries, result.report)
-        return grade
+        result = run_tests(task, trees, kind, limits or Limits(timeout_s=120))
     finally:
-        remove_tree(tree)
-        if basetemp is not None:
-            remove_tree(basetemp)
+        trees.remove()
+    grade.exit_code, grade.timed_out = result.returncode, result.timed_out
+    verdict(grade, task, result.report)
+    return grade
 
 
-def verdict(grade: RepoGrade, task: Task, canaries: Canaries, report: bytes) -> None:
+def verdict(grade: RepoGrade, task: Task, report: bytes) -> None:
     """Fill ``grade`` from the report lines and the exit code, and say when the two do not add up."""
     phases, final, problem = _read_report(report)
     names = {n.split("[", 1)[0] for n in phases}
@@ -173,34 +106,23 @@ def verdict(grade: RepoGrade, task: Task, canaries: Canaries, report: bytes) -> 
     if grade.timed_out:
         grade.error = "the tests ran past the time limit"
     elif problem:
-        grade.error = f"tampered: {problem}"
+        grade.error = f"the test report cannot be read: {problem}"
     elif final is None:
         grade.error = _no_closing_line(grade.exit_code)
     elif final.get("exitstatus") != grade.exit_code:
-        grade.error = (
-            f"tampered: pytest's exit status {final.get('exitstatus')} but the process exited {grade.exit_code}"
-        )
-    elif _passed(phases, canaries.must_fail):
-        grade.error = "tampered: a canary test that must fail passed"
-    elif read := [n for n in canaries.changed if _passed(phases, n)]:
-        grade.error = (
-            f"tampered: {len(read)} cop{'y' if len(read) == 1 else 'ies'} of a hidden test with its "
-            f"expected value changed passed (the code read what it was compared with): {read[0]}"
-        )
-    elif not _passed(phases, canaries.must_pass):
-        grade.error = "tampered: a canary test that must pass did not"
-    elif grade.exit_code == 0:
-        grade.error = "tampered: the process exited 0, but the canary test that must fail did not pass"
-    elif names - task.all_tests - canaries.nodes:
-        grade.error = f"tampered: tests the task does not define ran: {sorted(names - task.all_tests)[:3]}"
-    elif grade.exit_code != 1:
+        grade.error = f"pytest's exit status {final.get('exitstatus')} but the test process exited {grade.exit_code}"
+    elif final.get("link") and "not plain data" in str(final["link"]):
+        grade.error = f"tampered: {str(final['link'])[:300]}"
+    elif names - task.all_tests:
+        grade.error = f"tests the task does not define ran: {sorted(names - task.all_tests)[:3]}"
+    elif grade.exit_code not in (0, 1):
         grade.error = f"pytest exited with status {grade.exit_code}"
 
 
 def _no_closing_line(code: int | None) -> str:
     if code is not None and code < 0:
         return f"the test process was killed by signal {-code}"
-    return "tampered: the test process ended before pytest finished (no closing report line)"
+    return "the test process ended before pytest finished (no closing report line)"
 
 
 def _read_report(data: bytes) -> tuple[dict[str, dict[str, str]], dict[str, Any] | None, str | None]:

@@ -16,6 +16,7 @@ from servelab.core.stats import wilson_interval
 from servelab.core.store import RunStore
 from servelab.engines.manifest import build_manifest
 from servelab.eval.grade import Outcome
+from servelab.eval.mounts import hide
 from servelab.eval.repair.agent import AgentLimits, Policy, Trajectory, chat_policy, run_agent
 from servelab.eval.repair.grader import RepoGrade, grade_workdir
 from servelab.eval.repair.task import Task
@@ -67,6 +68,8 @@ def run_repo(
 ) -> RepoResult:
     """Every target ``repeats`` times on ``task``; model calls stored as they finish, one summary per attempt."""
     limits = limits or AgentLimits()
+    for secret in (task.root, store.path, *(store.path.with_name(store.path.name + x) for x in ("-wal", "-shm"))):
+        hide(secret)  # never in the agent's sandbox, even where servelab and its store live under /usr
     make_policy = policy or _default_policy(limits.shell.timeout_s * 2)
     extra = {"task": task.name, "sandbox": kind, "repeats": repeats, "limits": asdict(limits)}
     manifest = build_manifest("eval", args or {}, {t.name: t.url for t in targets}, extra)

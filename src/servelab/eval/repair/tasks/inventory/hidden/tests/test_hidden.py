@@ -1,6 +1,8 @@
+import random
 from decimal import Decimal
 
 from inventory import Inventory
+from servelab_grading import reference, seed
 
 
 def test_lookup_ignores_case_and_whitespace() -> None:
@@ -43,3 +45,30 @@ def test_cents_round_half_up() -> None:
     inv.load([("AB-1", 10, "1.005"), ("CD-2", 10, "2.675")])
     assert inv.order_total({"AB-1": 1}) == Decimal("1.01")
     assert inv.order_total({"CD-2": 1}) == Decimal("2.68")
+
+
+SKUS = ["ab-1", "AB-2", "cd-1", "Ef-3"]
+
+
+def test_fresh_orders_agree_with_the_reference() -> None:
+    """Inputs drawn anew for each grading; every answer compared with the reference's for the same calls."""
+    rng = random.Random(seed())
+
+    def sku() -> str:
+        name = rng.choice(SKUS)
+        return rng.choice(["", " "]) + rng.choice([name.lower(), name.upper()]) + rng.choice(["", "  "])
+
+    rows = [(sku(), rng.randint(0, 9), f"{rng.randint(0, 40000) / 1000:.3f}") for _ in range(6)]
+    rows += [(name, rng.randint(0, 9), f"{rng.randint(0, 40000) / 1000:.3f}") for name in SKUS]
+    mine, theirs = Inventory(), reference("inventory").Inventory()
+    for inv in (mine, theirs):
+        inv.load(rows)
+    for _ in range(25):
+        order = {sku(): rng.randint(1, 6) for _ in range(rng.randint(1, 3))}
+        assert mine.order_total(order) == theirs.order_total(order)
+        assert mine.reserve(order) == theirs.reserve(order)
+        sold, units = sku(), rng.randint(1, 4)
+        mine.sell(sold, units)
+        theirs.sell(sold, units)
+    assert [mine.available(s) for s in SKUS] == [theirs.available(s) for s in SKUS]
+    assert mine.top_sellers(3) == theirs.top_sellers(3)

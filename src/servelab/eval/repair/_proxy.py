@@ -1,0 +1,234 @@
+"""The test process's side of grading: ``import inventory`` in a test gives a stand-in whose every use is a
+request to the process that really imports the package (:mod:`._serve`), over two pipes.
+
+The rules it keeps:
+- Only what a test hands to the package is sent: module and attribute names, arguments, keys, values set on
+  an attribute. Comparing a result (``==``, ``<``, ``in``, ``approx``, ``pytest.raises``) happens here, on plain
+  data, and sends nothing: a handle compares equal only to a handle of the same remote object.
+- Every answer is decoded by :func:`._wire.decode`: plain data, a handle (:class:`Remote`), a class for a remote
+  exception class, or the remote exception raised here as an instance of that class; anything else, a late
+  answer, or one past ``timeout_s`` fails the test that asked and every later one (the link is then dead).
+
+Standard library only; inside the sandbox this source follows _wire's in one ``python -c`` program.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.abc
+import importlib.machinery
+import os
+import select
+import sys
+import time
+import types
+from typing import Any
+
+from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
+
+MAX_LINE = 16 << 20
+
+
+class PackageError(RuntimeError):
+    """The package's process did not answer with plain data in time (it crashed, hung or wrote garbage)."""
+
+
+class Link:
+    """One package process: requests out on ``fd_out``, answers in on ``fd_in``, one at a time."""
+
+    def __init__(self, fd_out: int, fd_in: int, timeout_s: float) -> None:
+        self.fd_out, self.fd_in, self.timeout_s = fd_out, fd_in, timeout_s
+        self.buffer = b""
+        self.requests = 0  # sent so far (a test can see that comparing sent none)
+        self.dead: str | None = None
+        self.exceptions: dict[tuple[str, str], type[BaseException]] = {}
+
+    def ask(self, request: dict[str, Any]) -> Any:
+        if self.dead:
+            raise PackageError(self.dead)
+        data = dumps(request)
+        self.requests += 1
+        try:
+            while data:
+                data = data[os.write(self.fd_out, data) :]
+            message = loads(self._line())
+        except (OSError, PackageError) as exc:
+            self.dead = f"the package's process stopped answering: {exc}"
+            raise PackageError(self.dead) from None
+        except WireError as exc:
+            self.dead = f"an answer that is not plain data: {exc}"
+            raise PackageError(self.dead) from None
+        return self._outcome(message)
+
+    def _outcome(self, message: dict[str, Any]) -> Any:
+        try:
+            if "raise" in message:
+                raised = message["raise"]
+                cls = self.exception_class(raised["mro"])
+                args = decode(raised.get("args", []), self._ref)
+                error = cls(*args) if type(args) is list else cls()
+            else:
+                return decode(message["ok"], self._ref)
+        except (WireError, KeyError, TypeError) as exc:
+            self.dead = f"an answer that is not plain data: {exc}"
+            raise PackageError(self.dead) from None
+        raise error
+
+    def _line(self) -> bytes:
+        deadline = time.monotonic() + self.timeout_s
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd_in], [], [], left)[0]:
+                raise PackageError(f"no answer within {self.timeout_s:g} s")
+            chunk = os.read(self.fd_in, 1 << 16)
+            if not chunk:
+                raise PackageError("the process ended")
+            self.buffer += chunk
+            if len(self.buffer) > MAX_LINE:
+                raise PackageError("an answer over the size limit")
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def _ref(self, tag: dict[str, Any]) -> Any:
+        if tag["$"] == "exc_class":
+            return self.exception_class(tag.get("mro"))
+        if type(tag.get("id")) is not int:
+            raise WireError("a handle without a number")
+        return Remote(self, tag["id"], str(tag.get("name", "object"))[:200])
+
+    def exception_class(self, mro: Any) -> type[BaseException]:
+        """A class of this process for a remote exception class: the builtin it derives from, under the
+        package's own classes (made once each, so ``pytest.raises(OutOfStock)`` matches a remote raise)."""
+        if type(mro) is not list or not all(type(c) is list and len(c) == 2 and all(type(s) is str for s in c)
+                                            for c in mro):  # fmt: skip
+            raise WireError("an exception class that is not a list of names")
+        chain = [(m[:200], q[:200]) for m, q in mro]
+        first_builtin = next((i for i, (m, q) in enumerate(chain) if m == "builtins" and _builtin_error(q)), None)
+        base: type[BaseException] = _builtin_error(chain[first_builtin][1]) if first_builtin is not None else Exception
+        for module, qualname in reversed(chain[:first_builtin]):
+            key = (module, qualname)
+            if key not in self.exceptions:
+                self.exceptions[key] = type(qualname.rpartition(".")[2] or "Error", (base,), {"__module__": module})
+            base = self.exceptions[key]
+        return base
+
+
+def _builtin_error(name: str) -> Any:
+    """A builtin exception class by name; KeyboardInterrupt and the like (they would stop pytest) as RuntimeError."""
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        return None
+    return cls if issubclass(cls, Exception) else RuntimeError
+
+
+def _send(value: Any) -> Any:
+    return encode(value, _as_ref)
+
+
+def _as_ref(value: Any) -> dict[str, Any]:
+    if isinstance(value, Remote):
+        return {"$": "ref", "id": object.__getattribute__(value, "_id")}
+    raise TypeError(f"only plain data and the package's own objects can be handed to it, not {type(value).__name__}")
+
+
+class Remote:
+    """An object of the package's process. Using it asks that process; comparing it sends nothing."""
+
+    __slots__ = ("_id", "_link", "_name")
+
+    def __init__(self, link: Link, number: int, name: str) -> None:
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_id", number)
+        object.__setattr__(self, "_name", name)
+
+    def _ask(self, op: str, **fields: Any) -> Any:
+        link: Link = object.__getattribute__(self, "_link")
+        return link.ask({"op": op, "ref": {"$": "ref", "id": object.__getattribute__(self, "_id")}, **fields})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", name=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._ask("setattr", name=name, value=_send(value))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ask("call", args=_send(list(args)), kwargs=_send(kwargs))
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._ask("getitem", key=_send(key))
+
+    def __iter__(self) -> Any:
+        return iter(self._ask("list"))
+
+    def __len__(self) -> int:
+        got = self._ask("len")
+        if type(got) is not int:
+            raise TypeError("len() of a remote object that is not an int")
+        return got
+
+    def __bool__(self) -> bool:
+        return self._ask("bool") is True
+
+    def __contains__(self, item: Any) -> bool:
+        return any(item == x for x in self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Remote) and _key(self) == _key(other)
+
+    def __hash__(self) -> int:
+        return hash(_key(self))
+
+    def __repr__(self) -> str:
+        return f"<{object.__getattribute__(self, '_name')} of the package under test>"
+
+
+def _key(remote: Remote) -> tuple[int, int]:
+    return id(object.__getattribute__(remote, "_link")), object.__getattribute__(remote, "_id")
+
+
+class RemoteModule(types.ModuleType):
+    """A module of the package's process; its attributes are asked for there."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        remote = self.__dict__["__remote__"]
+        return getattr(remote, name)
+
+
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import NAME`` (and ``NAME.sub``) for the package's top-level names gives a :class:`RemoteModule`."""
+
+    def __init__(self, link: Link, names: set[str]) -> None:
+        self.link, self.names = link, names
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname.partition(".")[0] not in self.names:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = RemoteModule(spec.name)
+        try:
+            module.__dict__["__remote__"] = self.link.ask({"op": "import", "name": spec.name})
+        except ImportError as exc:
+            raise ModuleNotFoundError(str(exc), name=spec.name) from None
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+def remote_module(link: Link, name: str) -> RemoteModule:
+    """The module ``name`` of ``link``'s process, not registered in sys.modules (the reference's, for a test
+    that compares the package with it)."""
+    module = RemoteModule(name)
+    module.__dict__["__remote__"] = link.ask({"op": "import", "name": name})
+    return module
+
+
+def install(link: Link, names: set[str]) -> None:
+    sys.meta_path.insert(0, Finder(link, names))

@@ -1,0 +1,116 @@
+"""The package's side of grading: run in a sandbox of its own as ``python -I -B -c <program> ROOT IN OUT``, it
+imports the graded package (or the task's reference) from ROOT and answers the test process's requests, one JSON
+line each way on the two pipes IN and OUT: import a module, get or set an attribute, call, index, list, len,
+bool. Objects stay here; the test process gets plain data (:mod:`._wire`) or a numbered handle.
+
+The rule it keeps: nothing the tests compare with ever comes here. A request carries only what a test hands to
+the package (module and attribute names, arguments, keys), never the other side of an ``==``, so the code under
+test, which may rewrite this very loop, has no expected value to read. Whatever it answers, the test process
+checks the answer is plain data before any test sees it.
+
+Standard library only; inside the sandbox this source follows _wire's in one ``python -c`` program.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import sys
+from typing import Any
+
+from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
+
+MAX_ITEMS = 100_000  # items one "list" request may return
+
+
+class Objects:
+    """What the test process holds handles to, kept alive here; a handle is an index into this table."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.index: dict[int, int] = {}
+
+    def handle(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, type) and issubclass(value, BaseException):
+            return {"$": "exc_class", "mro": lineage(value)}
+        number = self.index.get(id(value))
+        if number is None:
+            number = self.index[id(value)] = len(self.items)
+            self.items.append(value)
+        name = getattr(value, "__qualname__", None) or type(value).__qualname__
+        return {"$": "ref", "id": number, "name": str(name)[:200]}
+
+    def resolve(self, tag: dict[str, Any]) -> Any:
+        number = tag.get("id")
+        if tag.get("$") != "ref" or type(number) is not int or not 0 <= number < len(self.items):
+            raise WireError("not a handle this process gave")
+        return self.items[number]
+
+
+def lineage(cls: type) -> list[list[str]]:
+    return [[str(c.__module__), str(c.__qualname__)] for c in cls.__mro__]
+
+
+def answer(objects: Objects, request: dict[str, Any]) -> Any:
+    """Do what one request asks, with the package's own code."""
+    op = request.get("op")
+
+    def arg(key: str) -> Any:
+        return decode(request.get(key), objects.resolve)
+
+    if op == "import":
+        return importlib.import_module(str(request.get("name")))
+    target = objects.resolve(request.get("ref") or {})
+    if op == "getattr":
+        return getattr(target, str(request.get("name")))
+    if op == "setattr":
+        return setattr(target, str(request.get("name")), arg("value"))
+    if op == "call":
+        return target(*arg("args"), **arg("kwargs"))
+    if op == "getitem":
+        return target[arg("key")]
+    if op == "list":
+        items = list(itertools.islice(iter(target), MAX_ITEMS + 1))
+        if len(items) > MAX_ITEMS:
+            raise ValueError(f"more than {MAX_ITEMS} items")
+        return items
+    if op == "len":
+        return len(target)
+    if op == "bool":
+        return bool(target)
+    raise WireError(f"no operation {str(op)[:40]!r}")
+
+
+def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"ok": encode(answer(objects, request), objects.handle)}
+    except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
+        args = []
+        for a in exc.args[:8]:
+            try:
+                args.append(encode(a, _unplain))
+            except (WireError, TypeError):
+                args.append(str(a)[:2000])
+        return {"raise": {"mro": lineage(type(exc)), "args": args}}
+
+
+def _unplain(value: Any) -> dict[str, Any]:
+    raise TypeError(type(value).__name__)
+
+
+def serve(root: str, fd_in: int, fd_out: int) -> None:
+    sys.path[:] = [root, *[p for p in sys.path if p and p != root]]
+    objects = Objects()
+    with os.fdopen(fd_in, "rb") as requests:
+        for line in requests:
+            try:
+                out = dumps(reply(objects, loads(line)))
+            except (WireError, ValueError, TypeError, RecursionError) as exc:
+                out = dumps({"raise": {"mro": lineage(TypeError), "args": [f"not plain data: {exc}"[:500]]}})
+            while out:
+                out = out[os.write(fd_out, out) :]
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -1,0 +1,172 @@
+"""The wire between the test process and the package's process (servelab.eval.repair._wire, _serve, _proxy):
+plain data goes through unchanged, nothing else comes out of a decode whatever the sender wrote, and the test
+side never sends what it compares with. The package's process here is servelab's real server program, run by
+a plain Python on a small package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servelab.eval.repair._proxy import Link, PackageError, Remote, remote_module
+from servelab.eval.repair._wire import WireError, decode, encode
+from servelab.eval.repair.session import SERVE
+
+PLAIN_TYPES = {type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset, Decimal}
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary()
+    | st.decimals(allow_nan=False, allow_infinity=False)
+)
+hashable = st.recursive(scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=8)
+plain = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(hashable, inner, max_size=4)
+        | st.sets(hashable, max_size=4)
+    ),
+    max_leaves=20,
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["$", "v", "id", "mro", "x"]), inner, max_size=3)
+        | st.fixed_dictionaries(
+            {"$": st.sampled_from(["tuple", "set", "frozenset", "dict", "bytes", "decimal", "float", "eq"]), "v": inner}
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _no_other(value: Any) -> dict[str, Any]:
+    raise TypeError(type(value).__name__)
+
+
+def _only_plain(value: Any) -> bool:
+    if type(value) not in PLAIN_TYPES:
+        return False
+    if isinstance(value, dict):
+        return all(_only_plain(k) and _only_plain(v) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(_only_plain(v) for v in value)
+    return True
+
+
+@given(plain)
+def test_plain_data_crosses_unchanged(value: Any) -> None:
+    sent = json.loads(json.dumps(encode(value, _no_other)))
+    got = decode(sent, lambda tag: pytest.fail("no handle was sent"))
+    assert got == value and type(got) is type(value)
+
+
+@given(json_values)
+@settings(max_examples=300)
+def test_whatever_the_sender_writes_decodes_to_plain_data_or_is_refused(data: Any) -> None:
+    try:
+        got = decode(data, lambda tag: pytest.fail("no handle tag drawn"))
+    except WireError:
+        return
+    assert _only_plain(got)
+
+
+def test_subclasses_of_plain_types_are_not_plain() -> None:
+    class Sneaky(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    assert encode([1, Sneaky(2)], lambda v: {"$": "ref", "id": 0}) == [1, {"$": "ref", "id": 0}]
+    with pytest.raises(WireError):
+        decode({"$": "always-equal"}, lambda tag: None)
+
+
+PACKAGE = """
+class OutOfStock(ValueError):
+    pass
+
+class Box:
+    def __init__(self, n):
+        self.n = n
+    def get(self):
+        return self.n
+    def fail(self):
+        raise OutOfStock("none left")
+    def stop(self):
+        raise KeyboardInterrupt
+
+ZERO = Box(0)
+"""
+
+
+@pytest.fixture()
+def link(tmp_path: Path) -> Iterator[Link]:
+    (tmp_path / "shop.py").write_text(PACKAGE)
+    requests, answers = os.pipe(), os.pipe()
+    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", SERVE, str(tmp_path), str(requests[0]),
+                             str(answers[1])], pass_fds=(requests[0], answers[1]))  # fmt: skip
+    os.close(requests[0])
+    os.close(answers[1])
+    yield Link(requests[1], answers[0], timeout_s=60)
+    os.close(requests[1])
+    os.close(answers[0])
+    proc.kill()
+    proc.wait()
+
+
+def test_comparing_a_result_sends_nothing_to_the_package(link: Link) -> None:
+    shop = remote_module(link, "shop")
+    box = shop.Box(5)
+    assert isinstance(box, Remote) and box.get() == 5
+    sent = link.requests
+    assert box != 5 and box != shop.ZERO and box == box and hash(box) == hash(box) and "Box" in repr(box)
+    assert link.requests == sent + 1  # the one request was the getattr of ZERO
+
+
+def test_exceptions_come_back_as_classes_of_the_test_side(link: Link) -> None:
+    shop = remote_module(link, "shop")
+    out_of_stock = shop.OutOfStock
+    assert isinstance(out_of_stock, type) and issubclass(out_of_stock, ValueError)
+    with pytest.raises(out_of_stock, match="none left"):
+        shop.Box(1).fail()
+    with pytest.raises(RuntimeError):  # a KeyboardInterrupt would stop pytest: it comes as a RuntimeError
+        shop.Box(1).stop()
+    with pytest.raises(ModuleNotFoundError):
+        remote_module(link, "no_such_module")
+
+
+def test_only_plain_data_and_the_package_own_objects_can_be_handed_to_it(link: Link) -> None:
+    shop = remote_module(link, "shop")
+    assert shop.Box(shop.ZERO).get() == shop.ZERO
+    with pytest.raises(TypeError, match="only plain data"):
+        shop.Box(object())
+
+
+def test_a_package_that_stops_answering_fails_every_later_request(tmp_path: Path) -> None:
+    requests, answers = os.pipe(), os.pipe()
+    os.write(answers[1], b'{"ok": {"$": "always-equal"}}\n')
+    link = Link(requests[1], answers[0], timeout_s=60)
+    with pytest.raises(PackageError, match="not plain data"):
+        link.ask({"op": "import", "name": "shop"})
+    with pytest.raises(PackageError):
+        link.ask({"op": "import", "name": "shop"})
+    for fd in (*requests, *answers):
+        os.close(fd)
