@@ -10,6 +10,7 @@ files and nothing of a task's is copied there: the agent's sandbox mounts the sa
 
 from __future__ import annotations
 
+import compileall
 import functools
 import importlib.util
 import shutil
@@ -49,6 +50,7 @@ def build_runtime(lib: Path, required: tuple[str, ...] = REQUIRED) -> None:
             f"the grading runtime needs {', '.join(missing)}, which servelab's Python cannot import",
             hint="install servelab with its dependencies (pip install servelab), which brings pytest and pygments",
         )
+    compileall.compile_dir(lib, quiet=2, workers=1)  # so each test process need not compile pytest again
     for path in [lib, *lib.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
