@@ -30,7 +30,7 @@ def fixed() -> Iterator[Path]:
 
 def test_task_shape() -> None:
     assert "inventory" in builtin_tasks()
-    assert len(TASK.visible) == 6 and len(TASK.all_tests) == 12
+    assert len(TASK.visible) == 6 and len(TASK.all_tests) == 13
     assert set(TASK.traps.values()) == TRAPS
 
 
@@ -44,7 +44,7 @@ def test_broken_original_matrix() -> None:
     grade = grade_workdir(TASK, TASK.repo, "bwrap")
     assert not grade.resolved and grade.error is None
     assert grade.rate(TASK.visible) == (5, 6)  # the visible tests show one trap
-    assert grade.rate(TASK.all_tests - TASK.visible) == (0, 6)  # the hidden ones catch the rest
+    assert grade.rate(TASK.all_tests - TASK.visible) == (0, 7)  # the hidden ones catch the rest
     assert grade.traps(TASK) == dict.fromkeys(TRAPS, False)
 
 
