@@ -73,11 +73,17 @@ def graded_view(exe: str) -> list[str]:
 
 
 def agent_view(exe: str) -> list[str]:
-    """The system folders, with every Python package folder, servelab and the hidden paths masked."""
-    seen: set[str] = set()
+    """The system folders and the interpreter ``exe`` (which may live elsewhere: a pyenv build), with every
+    Python package folder, servelab and the hidden paths masked."""
+    facts, seen = interpreter(exe), set[str]()
     ops = [op for d in SYSTEM_DIRS if os.path.lexists(d) for op in _bind(d, seen)]
+    system = [s for s in seen if os.path.isdir(s)]
+    own = [
+        p for p in [facts.real, *facts.lib_paths()] if os.path.lexists(p) and not _under(os.path.realpath(p), system)
+    ]
+    ops += [op for p in own for op in _bind(p, seen)]
     bound = [s for s in seen if os.path.isdir(s)]
-    hidden = [*_package_folders(interpreter(exe), bound), *_servelab_paths(), *sorted(_HIDDEN)]
+    hidden = [*_package_folders(facts, bound), *_servelab_paths(), *sorted(_HIDDEN)]
     return ops + _masks(hidden, bound)
 
 
