@@ -117,11 +117,10 @@ ZERO = Box(0)
 """
 
 
-@pytest.fixture()
-def link(tmp_path: Path) -> Iterator[Link]:
-    (tmp_path / "shop.py").write_text(PACKAGE)
+def _served(root: Path) -> Iterator[Link]:
+    """servelab's server program on ``root`` in a plain subprocess, and the link to it."""
     requests, answers = os.pipe(), os.pipe()
-    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", SERVE, str(tmp_path), str(requests[0]),
+    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", SERVE, str(root), str(requests[0]),
                              str(answers[1])], pass_fds=(requests[0], answers[1]))  # fmt: skip
     os.close(requests[0])
     os.close(answers[1])
@@ -130,6 +129,19 @@ def link(tmp_path: Path) -> Iterator[Link]:
     os.close(answers[0])
     proc.kill()
     proc.wait()
+
+
+@pytest.fixture()
+def link(tmp_path: Path) -> Iterator[Link]:
+    (tmp_path / "shop.py").write_text(PACKAGE)
+    yield from _served(tmp_path)
+
+
+@pytest.fixture()
+def other(tmp_path: Path) -> Iterator[Link]:
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "shop.py").write_text(PACKAGE)
+    yield from _served(tmp_path / "other")
 
 
 def test_comparing_a_result_sends_nothing_to_the_package(link: Link) -> None:
@@ -153,11 +165,13 @@ def test_exceptions_come_back_as_classes_of_the_test_side(link: Link) -> None:
         remote_module(link, "no_such_module")
 
 
-def test_only_plain_data_and_the_package_own_objects_can_be_handed_to_it(link: Link) -> None:
-    shop = remote_module(link, "shop")
+def test_only_plain_data_and_the_package_own_objects_can_be_handed_to_it(link: Link, other: Link) -> None:
+    shop, reference = remote_module(link, "shop"), remote_module(other, "shop")
     assert shop.Box(shop.ZERO).get() == shop.ZERO
     with pytest.raises(TypeError, match="only plain data"):
         shop.Box(object())
+    with pytest.raises(TypeError, match="only plain data"):  # the reference's object is not the package's
+        shop.Box(reference.ZERO)
 
 
 def test_a_package_that_stops_answering_fails_every_later_request(tmp_path: Path) -> None:
@@ -168,5 +182,15 @@ def test_a_package_that_stops_answering_fails_every_later_request(tmp_path: Path
         link.ask({"op": "import", "name": "shop"})
     with pytest.raises(PackageError):
         link.ask({"op": "import", "name": "shop"})
+    for fd in (*requests, *answers):
+        os.close(fd)
+
+
+def test_an_exception_with_a_long_lineage_is_refused() -> None:
+    requests, answers = os.pipe(), os.pipe()
+    lineage = [[f"m{i}", f"E{i}"] for i in range(100)] + [["builtins", "Exception"]]  # fits in a pipe
+    os.write(answers[1], json.dumps({"raise": {"mro": lineage, "args": []}}).encode() + b"\n")
+    with pytest.raises(PackageError, match="not plain data"):
+        Link(requests[1], answers[0], timeout_s=60).ask({"op": "import", "name": "shop"})
     for fd in (*requests, *answers):
         os.close(fd)
