@@ -112,6 +112,8 @@ class Box:
         raise OutOfStock("none left")
     def stop(self):
         raise KeyboardInterrupt
+    def decode(self):
+        return b"\\xff".decode()
 
 ZERO = Box(0)
 """
@@ -161,6 +163,9 @@ def test_exceptions_come_back_as_classes_of_the_test_side(link: Link) -> None:
         shop.Box(1).fail()
     with pytest.raises(RuntimeError):  # a KeyboardInterrupt would stop pytest: it comes as a RuntimeError
         shop.Box(1).stop()
+    with pytest.raises(UnicodeDecodeError):  # a class whose constructor wants other arguments than its args
+        shop.Box(1).decode()
+    assert link.dead is None
     with pytest.raises(ModuleNotFoundError):
         remote_module(link, "no_such_module")
 

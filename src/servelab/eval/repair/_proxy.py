@@ -63,17 +63,14 @@ class Link:
 
     def _outcome(self, message: dict[str, Any]) -> Any:
         try:
-            if "raise" in message:
-                raised = message["raise"]
-                cls = self.exception_class(raised["mro"])
-                args = decode(raised.get("args", []), self._ref)
-                error = cls(*args) if type(args) is list else cls()
-            else:
+            if "raise" not in message:
                 return decode(message["ok"], self._ref)
-        except (WireError, KeyError, TypeError) as exc:
+            cls = self.exception_class(message["raise"]["mro"])
+            args = decode(message["raise"].get("args", []), self._ref)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.dead = f"an answer that is not plain data: {exc}"
             raise PackageError(self.dead) from None
-        raise error
+        raise _exception(cls, args if type(args) is list else [])
 
     def _line(self) -> bytes:
         deadline = time.monotonic() + self.timeout_s
@@ -115,6 +112,16 @@ class Link:
                 self.exceptions[key] = type(qualname.rpartition(".")[2] or "Error", (base,), {"__module__": module})
             base = self.exceptions[key]
         return base
+
+
+def _exception(cls: type[BaseException], args: list[Any]) -> BaseException:
+    """``cls(*args)``, or an instance with those args where the class wants others (UnicodeDecodeError)."""
+    try:
+        return cls(*args)
+    except Exception:
+        error = cls.__new__(cls)
+        error.args = tuple(args)
+        return error
 
 
 def _builtin_error(name: str) -> Any:
