@@ -92,12 +92,12 @@ def build_trees(task: Task, taken: Harvest) -> Trees:
 
 
 def _tree(source: Path, leave_out: Callable[[str], bool]) -> Path:
-    """A copy of ``source`` without ``__pycache__`` and the top-level names ``leave_out(name)`` is true for."""
+    """A copy of ``source`` without ``__pycache__`` and the paths (relative, "a/b.py") ``leave_out`` is true for."""
     tree = Path(tempfile.mkdtemp(prefix="servelab-grade-"))
 
     def ignore(folder: str, entries: list[str]) -> list[str]:
-        top = Path(folder) == source
-        return [n for n in entries if n == "__pycache__" or (top and leave_out(n))]
+        rel = Path(folder).relative_to(source)
+        return [n for n in entries if n == "__pycache__" or leave_out((rel / n).as_posix())]
 
     shutil.copytree(source, tree, dirs_exist_ok=True, ignore=ignore)
     return tree
