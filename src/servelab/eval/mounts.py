@@ -45,8 +45,11 @@ class Interpreter:
     site: tuple[str, ...]
 
     def lib_paths(self) -> list[str]:
+        """The standard library, libpython (not the rest of its LIBDIR: /usr/local/lib in a container), the
+        system's shared libraries and the loader's cache."""
         arch = [f"/lib/{self.multiarch}", f"/usr/lib/{self.multiarch}"] if self.multiarch else []
-        return [self.stdlib, self.platstdlib, self.libdir, *arch, "/lib64", "/usr/lib64", "/etc/ld.so.cache"]
+        libpython = sorted(glob.glob(os.path.join(self.libdir, "libpython*"))) if self.libdir else []
+        return [self.stdlib, self.platstdlib, *libpython, *arch, "/lib64", "/usr/lib64", "/etc/ld.so.cache"]
 
 
 @functools.cache
@@ -69,15 +72,21 @@ def graded_view(exe: str) -> list[str]:
     seen: set[str] = set()
     ops = [op for p in [facts.real, *facts.lib_paths()] if os.path.lexists(p) for op in _bind(p, seen)]
     bound = [s for s in seen if os.path.isdir(s)]
-    return ops + _masks(_package_folders(facts, bound), bound)
+    return ops + _masks([*_package_folders(facts, bound), *_servelab_paths(), *sorted(_HIDDEN)], bound)
 
 
 def agent_view(exe: str) -> list[str]:
-    """The system folders, with every Python package folder, servelab and the hidden paths masked."""
-    seen: set[str] = set()
+    """The system folders and the interpreter ``exe`` (which may live elsewhere: a pyenv build), with every
+    Python package folder, servelab and the hidden paths masked."""
+    facts, seen = interpreter(exe), set[str]()
     ops = [op for d in SYSTEM_DIRS if os.path.lexists(d) for op in _bind(d, seen)]
+    system = [s for s in seen if os.path.isdir(s)]
+    own = [
+        p for p in [facts.real, *facts.lib_paths()] if os.path.lexists(p) and not _under(os.path.realpath(p), system)
+    ]
+    ops += [op for p in own for op in _bind(p, seen)]
     bound = [s for s in seen if os.path.isdir(s)]
-    hidden = [*_package_folders(interpreter(exe), bound), *_servelab_paths(), *sorted(_HIDDEN)]
+    hidden = [*_package_folders(facts, bound), *_servelab_paths(), *sorted(_HIDDEN)]
     return ops + _masks(hidden, bound)
 
 

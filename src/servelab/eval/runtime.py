@@ -10,8 +10,10 @@ files and nothing of a task's is copied there: the agent's sandbox mounts the sa
 
 from __future__ import annotations
 
+import compileall
 import functools
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from servelab.core.errors import UsageError
 
 REQUIRED = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments")
 OPTIONAL = ("py",)  # pytest's shim for the old ``py`` library: copied when present
+LAZY = re.compile(r"pygments/(lexers|styles|formatters)/")  # imported only to colour output: not compiled ahead
 CHECK = """import sys
 lib = sys.argv[1]
 sys.path[:] = [lib] + [p for p in sys.path if "-packages" not in p]
@@ -49,6 +52,7 @@ def build_runtime(lib: Path, required: tuple[str, ...] = REQUIRED) -> None:
             f"the grading runtime needs {', '.join(missing)}, which servelab's Python cannot import",
             hint="install servelab with its dependencies (pip install servelab), which brings pytest and pygments",
         )
+    compileall.compile_dir(lib, quiet=2, workers=1, rx=LAZY)  # so each test process need not compile pytest again
     for path in [lib, *lib.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 

@@ -1,11 +1,13 @@
 """Run model-written code without Docker: a fresh temporary copy, a non-root user, rlimits, a process-group
-kill, and bubblewrap for no network and a read-only system.
+kill, and bubblewrap for no network and a read-only view of the host.
 
-``bwrap`` mode: every namespace unshared (network included: only an unconfigured loopback inside), only the
-system folders bound read-only (no home folders or checkouts: nothing of servelab's tasks, hidden tests
-included, is visible), a private /tmp and /dev/shm of a fixed size, a private /dev and /proc, the work folder
-bound at /tmp/sandbox (read-write, or read-only for grading), and bwrap as the pid namespace's init: killing it
-ends every process inside. ``none`` mode (only with --unsafe): the same user, rlimits and kill, no namespaces.
+``bwrap`` mode: every namespace unshared (network included: only an unconfigured loopback inside), one of the
+views of :mod:`servelab.eval.mounts` ("agent": the system folders with every Python package folder, servelab
+and the hidden paths masked; "graded": the interpreter and nothing else), a private /tmp and /dev/shm of a
+fixed size, a private /dev and /proc, the work folder bound at /tmp/sandbox (read-write, or read-only for
+grading), and bwrap as the pid namespace's init: killing it ends every process inside. The interpreter is the
+system's (as root) or the base of servelab's own, never a venv (a venv holds servelab and its tasks).
+``none`` mode (only with --unsafe): the same user, rlimits and kill, no namespaces.
 
 What the code prints is read as it comes and kept up to a limit, so a program that writes without end costs
 the host no memory.

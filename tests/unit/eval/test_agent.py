@@ -89,8 +89,8 @@ def test_visible_only_fix_shows_the_gap_and_the_trap_matrix(tmp_path: Path) -> N
     assert result.stored is not None
     row = result.stored.targets["scripted"]
     assert result.attempts[0].outcome is Outcome.WRONG
-    assert row.visible_pass_rate == 1.0 and row.hidden_pass_rate == pytest.approx(1 / 6)
-    assert row.gap == pytest.approx(5 / 6)
+    assert row.visible_pass_rate == 1.0 and row.hidden_pass_rate == pytest.approx(1 / 7)
+    assert row.gap == pytest.approx(6 / 7)
     assert row.traps["sku-normalization"] == 1 and row.traps["round-half-up"] == 0
 
 

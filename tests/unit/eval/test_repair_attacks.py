@@ -71,6 +71,8 @@ ATTACKS: dict[str, tuple[list[Turn], str, str | None]] = {
     "int-and-str-subclasses-equal-to-anything": ([init_with(kit.INT_SUBCLASS)], "not resolved", None),
     "raise-pytest-outcome-lookalikes": ([init_with(kit.PYTEST_OUTCOME_RAISED)], "not resolved", None),
     "kill-every-process-in-sight": ([init_with(kit.KILL_EVERYTHING)], "not resolved", None),
+    "an-answer-over-the-size-limit": ([init_with(kit.HUGE_ANSWER)], "not resolved", None),
+    "hard-code-the-visible-tests-answers": ([init_with(kit.HARD_CODED_VISIBLE)], "not resolved", None),
     # files the agent may not change, links, bytecode, floods
     "400mb-of-output-while-graded": ([init_with(kit.FLOOD)], "not resolved", None),
     "skip-everything": ([init_with(kit.SKIP_ALL)], "not resolved", None),

@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from servelab.core.errors import UsageError
-from servelab.eval.mounts import agent_view, graded_view
+from servelab.eval.mounts import _masks, _under, agent_view, graded_view
 from servelab.eval.repair import Workspace, grade_workdir, load_task
 from servelab.eval.runtime import CHECK, build_runtime
 from servelab.eval.sandbox import Limits, fresh_copy, library, python, run
@@ -127,3 +129,27 @@ def test_a_runtime_without_a_module_pytest_needs_is_a_clear_error() -> None:
             build_runtime(lib, required=("pytest", "no_such_module_for_servelab"))
     finally:
         shutil.rmtree(lib)
+
+
+FOLDERS = ["usr", "lib", "local", "python3", "site-packages", "x"]
+folder_paths = st.lists(st.lists(st.sampled_from(FOLDERS), min_size=1, max_size=4), max_size=6)
+
+
+@given(folder_paths, folder_paths)
+def test_every_hidden_folder_under_a_bind_is_masked_once(paths: list[list[str]], binds: list[list[str]]) -> None:
+    """For generated trees: each mask is a listed folder under a bound one; none lies under another mask; and
+    every listed folder under a bound one is masked, itself or by a mask above it."""
+    root = Path(tempfile.mkdtemp())
+    try:
+        for parts in paths:
+            root.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+        listed = [str(root.joinpath(*p)) for p in paths]
+        bound = [str(root.joinpath(*b)) for b in binds]
+        ops = _masks(listed, bound)
+        masked = [ops[i + 1] for i in range(0, len(ops), 2)]
+        assert all(ops[i] == "--tmpfs" for i in range(0, len(ops), 2))
+        assert set(masked) <= set(listed) and all(_under(m, bound) for m in masked)
+        assert not any(_under(a, [b]) for a in masked for b in masked if a != b)
+        assert all(_under(p, masked) for p in listed if _under(p, bound))
+    finally:
+        shutil.rmtree(root)

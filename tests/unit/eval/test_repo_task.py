@@ -3,6 +3,7 @@ bubblewrap sandbox (make test installs it)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ def fixed() -> Iterator[Path]:
 
 def test_task_shape() -> None:
     assert "inventory" in builtin_tasks()
-    assert len(TASK.visible) == 6 and len(TASK.all_tests) == 12
+    assert len(TASK.visible) == 6 and len(TASK.all_tests) == 13
     assert set(TASK.traps.values()) == TRAPS
 
 
@@ -44,7 +45,7 @@ def test_broken_original_matrix() -> None:
     grade = grade_workdir(TASK, TASK.repo, "bwrap")
     assert not grade.resolved and grade.error is None
     assert grade.rate(TASK.visible) == (5, 6)  # the visible tests show one trap
-    assert grade.rate(TASK.all_tests - TASK.visible) == (0, 6)  # the hidden ones catch the rest
+    assert grade.rate(TASK.all_tests - TASK.visible) == (0, 7)  # the hidden ones catch the rest
     assert grade.traps(TASK) == dict.fromkeys(TRAPS, False)
 
 
@@ -66,3 +67,20 @@ def test_agent_edits_to_visible_tests_are_undone_and_skips_count_as_failures(fix
     core.write_text("import pytest\npytest.skip('not today', allow_module_level=True)\n" + core.read_text())
     grade = grade_workdir(TASK, fixed, "bwrap")
     assert not grade.resolved and grade.rate(TASK.all_tests)[0] == 0
+
+
+def test_an_editable_file_inside_a_package_is_taken_from_the_agent(tmp_path: Path) -> None:
+    """A task may make one file editable ("inventory/core.py"): the rest of the package is the task's own."""
+    task_dir = tmp_path / "task"
+    shutil.copytree(TASK.root, task_dir)
+    raw = json.loads((task_dir / "task.json").read_text())
+    (task_dir / "task.json").write_text(json.dumps({**raw, "editable": ["inventory/core.py"]}))
+    task = load_task(str(task_dir))
+    fixed = fresh_copy(task.repo)
+    try:
+        shutil.copytree(task.root / "reference", fixed, dirs_exist_ok=True)
+        (fixed / "inventory" / "__init__.py").write_text('raise SystemExit("not for the agent to change")\n')
+        grade = grade_workdir(task, fixed, "bwrap")
+    finally:
+        shutil.rmtree(fixed, ignore_errors=True)
+    assert grade.resolved and grade.harvest["taken"] == ["inventory/core.py"], grade.error

@@ -112,7 +112,7 @@ class RepoTarget(Model):
     hidden_pass_rate: float | None
     gap: float | None
     traps: dict[str, int]
-    tampered: int = 0  # runs stored before the canaries have no count
+    tampered: int = 0  # attempts whose package process answered with what is not plain data (older runs: none)
     errors: list[str] = Field(default_factory=list)
     attempts: int
     stopped: list[str | None] = Field(default_factory=list)

@@ -1,5 +1,5 @@
 """Repo repair: an agent fixes a broken package through shell and file tools in the sandbox; servelab grades
-what it may change, with hidden tests and canaries, in a tree of its own."""
+what it may change with the task's tests, run in a process that never imports the package (docs/repair-grading.md)."""
 
 from servelab.eval.repair.agent import TOOLS, AgentLimits, Policy, Trajectory, chat_policy, run_agent
 from servelab.eval.repair.grader import RepoGrade, grade_workdir, self_check

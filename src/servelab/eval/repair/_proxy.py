@@ -27,6 +27,7 @@ from typing import Any
 from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
 
 MAX_LINE = 16 << 20
+MAX_LINEAGE = 64  # classes in one exception class's lineage
 
 
 class PackageError(RuntimeError):
@@ -62,17 +63,14 @@ class Link:
 
     def _outcome(self, message: dict[str, Any]) -> Any:
         try:
-            if "raise" in message:
-                raised = message["raise"]
-                cls = self.exception_class(raised["mro"])
-                args = decode(raised.get("args", []), self._ref)
-                error = cls(*args) if type(args) is list else cls()
-            else:
+            if "raise" not in message:
                 return decode(message["ok"], self._ref)
-        except (WireError, KeyError, TypeError) as exc:
+            cls = self.exception_class(message["raise"]["mro"])
+            args = decode(message["raise"].get("args", []), self._ref)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.dead = f"an answer that is not plain data: {exc}"
             raise PackageError(self.dead) from None
-        raise error
+        raise _exception(cls, args if type(args) is list else [])
 
     def _line(self) -> bytes:
         deadline = time.monotonic() + self.timeout_s
@@ -99,9 +97,12 @@ class Link:
     def exception_class(self, mro: Any) -> type[BaseException]:
         """A class of this process for a remote exception class: the builtin it derives from, under the
         package's own classes (made once each, so ``pytest.raises(OutOfStock)`` matches a remote raise)."""
-        if type(mro) is not list or not all(type(c) is list and len(c) == 2 and all(type(s) is str for s in c)
-                                            for c in mro):  # fmt: skip
-            raise WireError("an exception class that is not a list of names")
+        if (
+            type(mro) is not list
+            or len(mro) > MAX_LINEAGE
+            or not all(type(c) is list and len(c) == 2 and all(type(s) is str for s in c) for c in mro)
+        ):
+            raise WireError("an exception class that is not a short list of names")
         chain = [(m[:200], q[:200]) for m, q in mro]
         first_builtin = next((i for i, (m, q) in enumerate(chain) if m == "builtins" and _builtin_error(q)), None)
         base: type[BaseException] = _builtin_error(chain[first_builtin][1]) if first_builtin is not None else Exception
@@ -113,6 +114,16 @@ class Link:
         return base
 
 
+def _exception(cls: type[BaseException], args: list[Any]) -> BaseException:
+    """``cls(*args)``, or an instance with those args where the class wants others (UnicodeDecodeError)."""
+    try:
+        return cls(*args)
+    except Exception:
+        error = cls.__new__(cls)
+        error.args = tuple(args)
+        return error
+
+
 def _builtin_error(name: str) -> Any:
     """A builtin exception class by name; KeyboardInterrupt and the like (they would stop pytest) as RuntimeError."""
     cls = getattr(builtins, name, None)
@@ -121,14 +132,15 @@ def _builtin_error(name: str) -> Any:
     return cls if issubclass(cls, Exception) else RuntimeError
 
 
-def _send(value: Any) -> Any:
-    return encode(value, _as_ref)
+def _send(link: Link, value: Any) -> Any:
+    """``value`` for ``link``'s process: plain data, and handles to that process's own objects only."""
 
+    def as_ref(item: Any) -> dict[str, Any]:
+        if isinstance(item, Remote) and object.__getattribute__(item, "_link") is link:
+            return {"$": "ref", "id": object.__getattribute__(item, "_id")}
+        raise TypeError(f"only plain data and the package's own objects can be handed to it, not {item!r}")
 
-def _as_ref(value: Any) -> dict[str, Any]:
-    if isinstance(value, Remote):
-        return {"$": "ref", "id": object.__getattribute__(value, "_id")}
-    raise TypeError(f"only plain data and the package's own objects can be handed to it, not {type(value).__name__}")
+    return encode(value, as_ref)
 
 
 class Remote:
@@ -143,7 +155,8 @@ class Remote:
 
     def _ask(self, op: str, **fields: Any) -> Any:
         link: Link = object.__getattribute__(self, "_link")
-        return link.ask({"op": op, "ref": {"$": "ref", "id": object.__getattribute__(self, "_id")}, **fields})
+        sent = {k: _send(link, v) for k, v in fields.items()}
+        return link.ask({"op": op, "ref": {"$": "ref", "id": object.__getattribute__(self, "_id")}, **sent})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
@@ -151,13 +164,13 @@ class Remote:
         return self._ask("getattr", name=name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self._ask("setattr", name=name, value=_send(value))
+        self._ask("setattr", name=name, value=value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ask("call", args=_send(list(args)), kwargs=_send(kwargs))
+        return self._ask("call", args=list(args), kwargs=kwargs)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._ask("getitem", key=_send(key))
+        return self._ask("getitem", key=key)
 
     def __iter__(self) -> Any:
         return iter(self._ask("list"))

@@ -32,7 +32,7 @@ from servelab.eval.sandbox import Limits, fresh_copy
 @dataclass
 class RepoGrade:
     """Which tests passed; the outcome's inputs. ``error`` when the run could not be trusted ("tampered: ..."
-    when the report shows the code under test interfered with it)."""
+    when the package's process answered the tests with something that is not plain data)."""
 
     passed: dict[str, bool] = field(default_factory=dict)
     exit_code: int | None = None

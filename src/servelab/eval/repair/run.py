@@ -21,6 +21,7 @@ from servelab.eval.repair.agent import AgentLimits, Policy, Trajectory, chat_pol
 from servelab.eval.repair.grader import RepoGrade, grade_workdir
 from servelab.eval.repair.task import Task
 from servelab.eval.repair.workspace import Workspace, agent_folder
+from servelab.eval.runtime import check_runtime
 from servelab.load.runner import Target
 
 PolicyFactory = Callable[[Target, Callable[[RequestRecord], None], Labels], Policy]
@@ -68,6 +69,7 @@ def run_repo(
 ) -> RepoResult:
     """Every target ``repeats`` times on ``task``; model calls stored as they finish, one summary per attempt."""
     limits = limits or AgentLimits()
+    check_runtime(kind)  # before any agent runs: a runtime that cannot grade stops the eval with its reason
     for secret in (task.root, store.path, *(store.path.with_name(store.path.name + x) for x in ("-wal", "-shm"))):
         hide(secret)  # never in the agent's sandbox, even where servelab and its store live under /usr
     make_policy = policy or _default_policy(limits.shell.timeout_s * 2)

@@ -92,12 +92,12 @@ def build_trees(task: Task, taken: Harvest) -> Trees:
 
 
 def _tree(source: Path, leave_out: Callable[[str], bool]) -> Path:
-    """A copy of ``source`` without ``__pycache__`` and the top-level names ``leave_out(name)`` is true for."""
+    """A copy of ``source`` without ``__pycache__`` and the paths (relative, "a/b.py") ``leave_out`` is true for."""
     tree = Path(tempfile.mkdtemp(prefix="servelab-grade-"))
 
     def ignore(folder: str, entries: list[str]) -> list[str]:
-        top = Path(folder) == source
-        return [n for n in entries if n == "__pycache__" or (top and leave_out(n))]
+        rel = Path(folder).relative_to(source)
+        return [n for n in entries if n == "__pycache__" or leave_out((rel / n).as_posix())]
 
     shutil.copytree(source, tree, dirs_exist_ok=True, ignore=ignore)
     return tree
@@ -125,25 +125,26 @@ def _serve(tree: Path, kind: str, limits: Limits) -> Served:
 
 def run_tests(task: Task, trees: Trees, kind: str, limits: Limits) -> SandboxResult:
     """Start the package (and reference) processes, run the tests against them, stop them; the test process's
-    result, its report pipe included."""
-    served = [_serve(trees.package, kind, limits)]
-    if trees.reference is not None:
-        served.append(_serve(trees.reference, kind, limits))
+    result, its report pipe included. Every pipe and process is gone on the way out, whatever failed."""
+    served: list[Served] = []
     basetemp = None if kind == "bwrap" else Path(tempfile.mkdtemp(prefix="servelab-basetemp-"))
-    root = seen_as(trees.tests, kind)
-    config = {"names": sorted(package_names(task)), "package": served[0].ends, "seed": secrets.randbelow(2**32),
-              "reference": served[1].ends if len(served) > 1 else None, "timeout_s": REQUEST_TIMEOUT_S}  # fmt: skip
-    fds = [fd for s in served for fd in s.ends]
     try:
+        for tree in (trees.package, trees.reference):
+            if tree is not None:
+                served.append(_serve(tree, kind, limits))
+        root = seen_as(trees.tests, kind)
+        reference = served[1].ends if len(served) > 1 else None
+        config = {"names": sorted(package_names(task)), "package": served[0].ends, "reference": reference,
+                  "timeout_s": REQUEST_TIMEOUT_S, "seed": secrets.randbelow(2**32)}  # fmt: skip
         return run(["python", "-I", "-B", "-c", TESTS, library(kind), root, f"{root}/pytest.ini",
                     f"{root}/{task.tests_dir}", str(basetemp) if basetemp else "/tmp/servelab-basetemp",
                     json.dumps(config)],
                    trees.tests, kind=kind, limits=limits, read_only=True, report_bytes=REPORT_BYTES,
-                   view="graded+runtime", pass_fds=fds)  # fmt: skip
+                   view="graded+runtime", pass_fds=[fd for s in served for fd in s.ends])  # fmt: skip
     finally:
-        for fd in fds:
-            os.close(fd)
         for s in served:
+            for fd in s.ends:
+                os.close(fd)
             finish(s.running, now=True)
         if basetemp is not None:
             remove_tree(basetemp)
