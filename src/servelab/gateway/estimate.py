@@ -19,6 +19,7 @@ from typing import Any
 
 from servelab.gateway.admission import CHAT, TokenCounter, Uncountable
 from servelab.gateway.admission.counter import fan_out, prompts
+from servelab.gateway.admission.fields import check_fields
 
 IN_THREAD_BYTES = 32 * 1024  # a body this large is counted off the event loop (tokenizers releases the GIL)
 MAX_WAITING = 8  # exact counts queued for the counting thread past this: the request is uncounted (long)
@@ -83,6 +84,7 @@ class Admission:
         """The engine's count of each prompt (a chat whole; each string of a completions batch; token ids by
         their number), times the fan-out; any prompt it cannot count makes the request uncounted."""
         times = fan_out(body)
+        check_fields(path == CHAT, body, None)
         if path == CHAT:
             if "chat_template" in body:
                 raise Uncountable("the request brings its own chat template")

@@ -70,6 +70,10 @@ def test_a_generated_chat_is_counted_or_long(counter: TokenCounter, body: dict[s
 @settings(max_examples=1000, deadline=None, suppress_health_check=CHECKS)
 @given(body=COMPLETIONS_BODY)
 def test_every_completions_prompt_form_is_counted(counter: TokenCounter, body: dict[str, Any]) -> None:
+    if "messages" in body:  # a field /v1/completions does not read: not trusted, so long
+        with pytest.raises(Uncountable):
+            counter.count(COMPLETIONS, body, bound_max=0)
+        return
     prompt, times = body["prompt"], max(_n(body.get("n")), _n(body.get("best_of")))
     if isinstance(prompt, str):
         real = len(counter.tokenizer.encode(prompt).ids)
@@ -97,7 +101,8 @@ def test_the_classes_the_four_bytes_guess_missed(counter: TokenCounter) -> None:
 
 def test_fields_the_engine_prefills_are_read_by_endpoint(counter: TokenCounter) -> None:
     long = "1" * 30000
-    assert counter.count(COMPLETIONS, {"prompt": long, "messages": []}, 0).tokens >= 30000
+    with pytest.raises(Uncountable):  # a field the endpoint does not read is not trusted to be harmless: long
+        counter.count(COMPLETIONS, {"prompt": long, "messages": []}, 0)
     for part in ({"type": "refusal", "refusal": long}, {"type": "thinking", "thinking": long},
                  {"type": "output_text", "text": long}, long):  # fmt: skip
         assert counter.count(CHAT, {"messages": [{"role": "user", "content": [part]}]}, 0).tokens >= 30000
@@ -166,3 +171,44 @@ def test_a_prompt_long_by_its_fewest_tokens_is_not_tokenized(counter: TokenCount
     assert got.method == "bound" and got.tokens >= len(text)
     under = counter.count(COMPLETIONS, {"prompt": "7" * 9000}, bound_max=1024, long_at=8000)
     assert under.method == "exact" and under.tokens >= 9000  # could be under the threshold: counted
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"chat_template_kwargs": {"tokenize": True, "padding": "max_length", "max_length": 8150}},
+        {"chat_template_kwargs": {"tokenize": True, "tokenizer_kwargs": {"text_pair": "7" * 8100}}},
+        {"chat_template_kwargs": {"add_generation_prompt": False}},
+        {"chat_template_kwargs": {"tools": None}},
+        {"chat_template_kwargs": {"return_dict": True}},
+        {"kv_transfer_params": {"prompt_token_ids": [0] * 8150}},
+        {"mm_payload": {"x": 1}},
+        {"vllm_xargs": {"x": 1}},
+        {"prompt": "ignored by chat, so not trusted"},
+        {"some_field_from_next_year": 1},
+    ],
+)
+def test_a_field_that_may_change_the_prompt_is_uncountable(counter: TokenCounter, extra: dict[str, Any]) -> None:
+    """The outside attacker's classes (kwargs that reach the tokenizer call, fields that replace the prompt, kwargs
+    that override the request's own fields) and any field servelab does not know: long, never counted low."""
+    with pytest.raises(Uncountable):
+        counter.count(CHAT, {"messages": HI, **extra}, bound_max=1 << 40, long_at=8000)
+
+
+def test_template_kwargs_reach_the_template_only_by_its_own_variables(model_folder: Path) -> None:
+    """A kwarg the template reads is rendered (and counted); one it does not read is dropped, as the engine drops
+    it; a request field the template reads by name (reasoning_effort) is uncountable."""
+    from tokenizers import Tokenizer
+
+    from servelab.gateway.admission import ChatTemplate
+
+    source = "{% for m in messages %}{{ m['content'] }}{% endfor %}{{ extra or '' }}{{ reasoning_effort or '' }}"
+    counter = TokenCounter(Tokenizer.from_file(str(model_folder / "tokenizer.json")), ChatTemplate(source, {}))
+    plain = counter.count(CHAT, {"messages": HI}, 0).tokens
+    assert counter.count(CHAT, {"messages": HI, "chat_template_kwargs": {"extra": "7" * 500}}, 0).tokens >= 500
+    assert counter.count(CHAT, {"messages": HI, "chat_template_kwargs": {"unread": "7" * 500}}, 0).tokens == plain
+    with pytest.raises(Uncountable):
+        counter.count(CHAT, {"messages": HI, "reasoning_effort": "high"}, 0)

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from servelab.gateway.admission.errors import Uncountable
+from servelab.gateway.admission.fields import check_fields
 from servelab.gateway.admission.messages import conversation
 from servelab.gateway.admission.template import ChatTemplate, TemplateError
 
@@ -69,7 +70,9 @@ class TokenCounter:
         when even the fewest tokens its bytes can make (``bytes / longest token``) are over ``long_at`` (the
         request is long either way: no exact count is spent on it); else the exact count. Times the fan-out. A
         chat's renders are alternatives (the largest counts); the other texts all count."""
-        renders, texts, ids = self._chat(body) if path == CHAT else self._completion(body)
+        variables = self.template.variables if self.template is not None else frozenset()
+        kwargs = check_fields(path == CHAT, body, variables)
+        renders, texts, ids = self._chat(body, kwargs) if path == CHAT else self._completion(body)
         times = fan_out(body)
         if self.byte_bound:
             bound = ids + max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
@@ -79,18 +82,18 @@ class TokenCounter:
         exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
 
-    def _chat(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
+    def _chat(self, body: dict[str, Any], kwargs: dict[str, Any]) -> tuple[list[str], list[str], int]:
         if self.template is None:
             raise Uncountable("the model folder has no chat template")
         if "chat_template" in body:
             raise Uncountable("the request brings its own chat template")
-        return self._renders(body), _extra_texts(body, ("response_format",)), 0
+        return self._renders(body, kwargs), _extra_texts(body, ("response_format",)), 0
 
-    def _renders(self, body: dict[str, Any]) -> list[str]:
+    def _renders(self, body: dict[str, Any], kwargs: dict[str, Any]) -> list[str]:
         """The chat rendered in each content format the engine may choose (one where the template never walks a
         message's parts); every one failing is :class:`Uncountable`."""
         assert self.template is not None
-        context = _context(body)
+        context = _context(body, kwargs)
         renders: list[str] = []
         failure: Uncountable | None = None
         for openai_format in (False, True) if self.template.may_iterate_content else (False,):
@@ -141,17 +144,15 @@ def _max_added_bytes(tokenizer: Any) -> int:
     return max((len(t.content.encode()) for t in added), default=1)
 
 
-def _context(body: dict[str, Any]) -> dict[str, Any]:
-    """What the template is handed besides the messages (the request's kwargs may override the flags)."""
-    kwargs = body.get("chat_template_kwargs") or {}
-    if not isinstance(kwargs, dict) or "messages" in kwargs:
-        raise Uncountable("chat_template_kwargs is not an object of template variables")
+def _context(body: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What the template is handed besides the messages: the request's own fields over its template kwargs (as the
+    engine merges them: a field the request sets is never overridden by a kwarg)."""
     return {
+        **kwargs,
         "tools": _tools(body.get("tools")),
         "documents": body.get("documents"),
         "add_generation_prompt": body.get("add_generation_prompt", True),
         "continue_final_message": body.get("continue_final_message", False),
-        **kwargs,
     }
 
 

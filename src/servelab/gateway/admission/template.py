@@ -67,6 +67,7 @@ class ChatTemplate:
         self.source = source
         self.special = special  # bos_token, eos_token, ...: in the template's context as HF passes them
         self.may_iterate_content = _may_iterate_content(env, source)
+        self.variables = _variables(env, source)
 
     def render(self, context: dict[str, Any]) -> str:
         """The template applied to ``context`` (messages, tools, documents, add_generation_prompt, the request's
@@ -77,6 +78,13 @@ class ChatTemplate:
             raise
         except Exception as exc:  # a template is code: whatever it raises, the count cannot be made
             raise Uncountable(f"the chat template failed on this request: {type(exc).__name__}: {exc}") from None
+
+
+def _variables(env: Any, source: str) -> frozenset[str]:
+    """The names the template reads from its context (what a request's template kwargs can reach)."""
+    from jinja2 import meta
+
+    return frozenset(meta.find_undeclared_variables(env.parse(source)))
 
 
 def _may_iterate_content(env: Any, source: str) -> bool:

@@ -5,8 +5,6 @@ share the leases (maintenance, realtime) and one in-flight prefill budget. The r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from servelab.gateway.store.base import (
     ADMIN_LEASE,
     FLAGS,
@@ -22,11 +20,9 @@ from servelab.gateway.store.base import (
     TooManyLeases,
 )
 from servelab.gateway.store.host import HostStore, host_store_path, reset_host_store
+from servelab.gateway.store.make import make_store, settings
 from servelab.gateway.store.memory import MemoryStore
 from servelab.gateway.store.redis import RedisStore
-
-if TYPE_CHECKING:
-    from servelab.gateway.config import GatewayConfig
 
 __all__ = [
     "ADMIN_LEASE",
@@ -49,18 +45,3 @@ __all__ = [
     "reset_host_store",
     "settings",
 ]
-
-
-def settings(config: GatewayConfig) -> Settings:
-    s = config.state
-    return Settings(min_hold_s=config.policy.min_hold_s, max_leases=s.max_leases, charge_ttl_s=s.charge_ttl_s,
-                    timeout_s=s.timeout_s, retry_s=s.retry_s,
-                    recovery_s=max(s.charge_ttl_s, config.policy.realtime_ttl_s))  # fmt: skip
-
-
-def make_store(config: GatewayConfig) -> Store:
-    if config.state.backend == "redis":
-        return RedisStore(config.state.redis_url, config.state.prefix, settings(config))
-    if config.state.backend == "host":
-        return HostStore(host_store_path(config), settings(config))
-    return MemoryStore(settings(config))
