@@ -93,6 +93,23 @@ def test_the_figure_is_never_below_the_usage_the_engine_reports(
     assert counter.count(CHAT, body, 0).tokens >= reply.json()["usage"]["prompt_tokens"]
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=CHECKS)
+@given(body=CHAT_BODY)
+def test_a_generated_chat_is_never_counted_below_the_usage_of_its_real_request(
+    counter: TokenCounter, http: httpx.Client, body: dict[str, Any]
+) -> None:
+    """The whole generated body sent as a request (one token out): the engine's own usage.prompt_tokens is the
+    oracle, so every field vLLM reads counts, not only those /tokenize takes."""
+    body = {**body, "max_tokens": 1, "n": 1}
+    reply = http.post("/v1/chat/completions", json=body)
+    try:
+        figure = counter.count(CHAT, body, 1024, long_at=8000)
+    except Uncountable:
+        return
+    if reply.status_code == 200:
+        assert figure.tokens >= reply.json()["usage"]["prompt_tokens"], (figure, body)
+
+
 def _lease_config(engine: EngineState, model_folder: Path, threshold: int, budget: int) -> GatewayConfig:
     return GatewayConfig(
         local=Upstream(url=engine.url, connect_timeout_s=2, tokenizer=str(model_folder)),
@@ -128,12 +145,11 @@ def test_concurrent_requests_never_hold_more_real_prefill_on_local_than_the_budg
     slow local FIXTURE (its first byte after 3 s: a timing a real engine cannot hold on demand) with a lease held:
     the ones let through hold at most the 16,000-token budget in real tokens; the rest are shed."""
     config = GatewayConfig(
-        local=Upstream(url=f"{fixture_server}/schedule", health_path="/v1/models", tokenizer=str(model_folder)),
+        local=Upstream(url=f"{fixture_server}/slow", health_path="/v1/models", tokenizer=str(model_folder)),
         policy=Policy(prefill_threshold_tokens=8000, realtime_prefill_budget_tokens=16000, min_hold_s=0),
         keys=Keys(admin=["admin-key"]),
     )
-    body = {"model": "m", "messages": [{"role": "user", "content": "7" * 7900}], "max_tokens": 2,
-            "fixture_ttft_ms": 3000}  # fmt: skip
+    body = {"model": "m", "messages": [{"role": "user", "content": "7" * 7900}], "max_tokens": 2}  # fmt: skip
     real = len(counter.tokenizer.encode(counter.template.render(  # type: ignore[union-attr]
         {"messages": body["messages"], "add_generation_prompt": True})).ids)  # fmt: skip
     assert real > 7900

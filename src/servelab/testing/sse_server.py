@@ -4,7 +4,7 @@ the microsecond, a mid-stream disconnect, malformed SSE, HTTP errors, a stalled 
 writes, a sink that answers as fast as a socket can).
 
 The first path segment picks the behaviour: ``http://127.0.0.1:PORT/<mode>``, a mode of :data:`MODES`
-(``schedule``, ``disconnect``, ``malformed``, ``http500``, ``http429``, ``stall``, ``split``, ``no_done``,
+(``schedule``, ``slow``, ``disconnect``, ``malformed``, ``http500``, ``http429``, ``stall``, ``split``, ``no_done``,
 ``inband_error``, ``aborted``, ``endless``, ``endless_event``, ``endless_error``, ``tools``, ``reasoning``,
 ``sink``); any other path gets the server's default mode.
 ``GET .../v1/models`` lists one model.
@@ -91,6 +91,12 @@ async def mode_schedule(writer: Writer, req: dict[str, Any]) -> None:
         )
     )
     await _end(writer)
+
+
+async def mode_slow(writer: Writer, req: dict[str, Any]) -> None:
+    """``schedule`` with its first chunk after 3 s (a held prefill) whatever the body asks: for a proxy that
+    forwards only bodies it can count, which a fixture's own body fields are not."""
+    await mode_schedule(writer, {**req, "fixture_ttft_ms": 3000})
 
 
 async def mode_disconnect(writer: Writer, req: dict[str, Any]) -> None:
