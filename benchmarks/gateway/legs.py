@@ -11,7 +11,7 @@ each adds to direct's, leg by leg.
 
 usage: python benchmarks/gateway/legs.py [--requests 300] [--gap-ms 5] [--relay] [--blocks N]
        [--variant LABEL=JSON ...]   (a servelab gateway, 1 worker, with [server] fields from JSON; default: one
-                                     with the config's defaults)
+                                     with the config's defaults) [--compare LABEL=SRC ...] [--tokenizer DIR]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import GATEWAY, KEY, RELAY, Cores
 
+from servelab.core.paths import servelab_home
 from servelab.testing import free_port
 
 # fmt: off
@@ -104,13 +105,16 @@ def start(args: argparse.Namespace, cores: Cores, procs: list[subprocess.Popen[b
         ports["bare TCP relay (uvloop)"] = port = free_port()
         argv = [sys.executable, "-c", RELAY, "127.0.0.1", str(upstream), str(port)]
         procs.append(subprocess.Popen(cores.argv(next(own), argv)))
-    for label, server in (v.split("=", 1) for v in variants(args)):
+    trees = [(label, server, None) for label, server in (v.split("=", 1) for v in variants(args))]
+    trees += [(label, "{}", src) for label, src in (c.split("=", 1) for c in args.compare or [])]
+    for label, server, src in trees:
         ports[label] = port = free_port()
+        local = {"url": f"http://127.0.0.1:{upstream}", "health_path": "/v1/models", "tokenizer": args.tokenizer}
         config = {"host": "127.0.0.1", "port": port, "policy": {"health_interval_s": 5}, "keys": {"clients": [KEY]},
-                  "local": {"url": f"http://127.0.0.1:{upstream}", "health_path": "/v1/models"},
-                  "server": {"access_log": False, **json.loads(server)}}  # fmt: skip
+                  "local": local, "server": {"access_log": False, **json.loads(server)}}  # fmt: skip
         argv = [sys.executable, "-c", GATEWAY, json.dumps(config), "1"]
-        procs.append(subprocess.Popen(cores.argv(next(own), argv), stderr=subprocess.DEVNULL))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])} if src else None
+        procs.append(subprocess.Popen(cores.argv(next(own), argv), stderr=subprocess.DEVNULL, env=env))
     return ports
 
 
@@ -136,8 +140,14 @@ def main() -> None:
     ap.add_argument("--relay", action="store_true")
     ap.add_argument("--blocks", type=int, default=0, help="each path's requests in this many blocks, not one by one")
     ap.add_argument("--variant", action="append", metavar="LABEL=JSON")
+    ap.add_argument("--compare", action="append", metavar="LABEL=SRC", help="a gateway from another servelab tree")
+    ap.add_argument(
+        "--tokenizer",
+        default=str(servelab_home() / "models" / "smollm2-135m-instruct"),
+        help="the model folder the gateway counts prompts with (the fixture has no /tokenize)",
+    )
     args = ap.parse_args()
-    cores = Cores(len(variants(args)) + args.relay)
+    cores = Cores(len(variants(args)) + len(args.compare or []) + args.relay)
     if cores.pinned:
         os.sched_setaffinity(0, cores.load[:1])
     print(f"one stream, {args.gap_ms:g} ms between requests; {cores.describe()}", flush=True)
