@@ -121,10 +121,12 @@ class Ledger:
     charges: dict[str, tuple[int, int]] = field(default_factory=dict)
     total: int = 0
     seq: int = 0
+    changes: int = 0  # every add and pop
 
     def add(self, request: str, tokens: int) -> int:
         self.pop(request)
         self.seq += 1
+        self.changes += 1
         self.charges[request] = (tokens, self.seq)
         self.total += tokens
         return self.seq
@@ -133,6 +135,7 @@ class Ledger:
         found = self.charges.pop(request, None)
         if found is None:
             return None
+        self.changes += 1
         self.total -= found[0]
         return found[0]
 

@@ -76,7 +76,7 @@ class RedisStore:
         self.prefix, self.me = prefix, f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.ledger, self.epoch = Ledger(), ""
         self.fault: str | None = None  # why the breaker is open (None: closed)
-        self.retry_at = 0.0
+        self.retry_at, self.trips, self.misses = 0.0, 0, 0  # misses: probes that raced a change of the ledger
         self.seen = Snapshot(False, False, 0)  # the last answer, for the degraded policy
         self.owners = 1
         self._keeper: asyncio.Task[None] | None = None
@@ -115,6 +115,7 @@ class RedisStore:
         if self.fault is None:
             log.warning("the gateway's Redis state is unavailable (%s): deciding from local state", exc)
         self.fault = f"redis: {type(exc).__name__}: {str(exc)[:200]}"
+        self.trips += 1
         self.retry_at = self.clock() + self.settings.retry_s
 
     def _keep(self) -> None:
@@ -125,22 +126,31 @@ class RedisStore:
     async def _renewing(self) -> None:
         every = self.settings.charge_ttl_s / 4
         while True:
+            if await self.renew():
+                continue  # the ledger changed while it was written back: again, at once
             await asyncio.sleep(max(0.0, self.retry_at - self.clock()) if self.fault else every)
-            await self.renew()
 
-    async def renew(self) -> None:
+    async def renew(self) -> bool:
         """Write the ledger back to Redis and renew this replica's charges; with the breaker open, the probe
-        that closes it (the ledger written back first: nothing counted twice, nothing lost)."""
-        upto = self.ledger.seq
+        that closes it. It closes only on a write-back of the ledger as it is now, started after the last fault
+        (an answer to a call sent before Redis froze says nothing of the charges taken since): nothing counted
+        twice, nothing lost. True: the ledger changed meanwhile (written back again at once)."""
+        upto, changes, trips = self.ledger.seq, self.ledger.changes, self.trips
         flat = [str(x) for rid, (n, seq) in self.ledger.charges.items() for x in (rid, n, seq)]
         try:
             self._seen(await self._call("RENEW", _ms(self.settings.charge_ttl_s), upto, *flat))
-        except Exception as exc:
+        except Exception as exc:  # a failed probe keeps the breaker open
             self._trip(exc)
-            return
-        if self.fault is not None:
-            log.warning("the gateway's Redis state is back")
-        self.fault = None
+            return False
+        changed = changes != self.ledger.changes
+        if self.fault is None or trips != self.trips:
+            return False  # up: a change meanwhile is the next write-back's
+        if changed and self.misses < 3:
+            self.misses += 1
+            return True
+        log.warning("the gateway's Redis state is back")
+        self.fault, self.misses = None, 0
+        return changed
 
     def _seen(self, got: list[Any]) -> Snapshot:
         maintenance, realtime, total, owners = (int(x) for x in got[:4])
