@@ -132,12 +132,16 @@ class Ledger:
         return self.seq
 
     def pop(self, request: str) -> int | None:
+        found = self.take(request)
+        return None if found is None else found[0]
+
+    def take(self, request: str) -> tuple[int, int] | None:
+        """The charge given back: (tokens, seq); None: none."""
         found = self.charges.pop(request, None)
-        if found is None:
-            return None
-        self.changes += 1
-        self.total -= found[0]
-        return found[0]
+        if found is not None:
+            self.changes += 1
+            self.total -= found[0]
+        return found
 
 
 @dataclass

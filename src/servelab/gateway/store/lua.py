@@ -8,7 +8,9 @@ part of a key name, so no id can name an internal key):
 - ``P flags`` (hash): ``<flag>_since`` (when the flag last turned on), ``recover_until``;
 - ``P leases:<flag>`` (sorted set): lease id -> expiry (``inf``: none); ``P holders:<flag>`` (hash): its owner;
 - ``P owners`` (sorted set): replica -> until when its charges count (renewed in the background);
-- ``P sums`` (hash): replica -> its charges' total; ``P charges:<replica>`` (hash): request id -> "tokens seq".
+- ``P sums`` (hash): replica -> its charges' total; ``P charges:<replica>`` (hash): request id -> "tokens seq";
+  ``P gone:<replica>`` (hash): request id -> seq of a charge given back that a write-back sent before it must
+  not bring back (kept until a write-back that knows of it).
 
 Every script but release starts with the prelude: ARGV[1] P, ARGV[2] the epoch this replica knows, ARGV[3]
 min_hold in ms, ARGV[4] recovery in ms, ARGV[5] this replica; its own arguments from ARGV[6]."""
@@ -36,7 +38,7 @@ local recovering = now < (tonumber(redis.call('HGET', P .. 'flags', 'recover_unt
 local function tokens_of(v) return tonumber(string.match(v, '^(%d+)')) or 0 end
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', P .. 'owners', '-inf', now)) do
   redis.call('HDEL', P .. 'sums', o)
-  redis.call('DEL', P .. 'charges:' .. o)
+  redis.call('DEL', P .. 'charges:' .. o, P .. 'gone:' .. o)
 end
 redis.call('ZREMRANGEBYSCORE', P .. 'owners', '-inf', now)
 local function leases(flag)
@@ -59,6 +61,7 @@ end
 local function alive(ttl)
   redis.call('ZADD', P .. 'owners', now + ttl, me)
   redis.call('PEXPIRE', P .. 'charges:' .. me, ttl)
+  redis.call('PEXPIRE', P .. 'gone:' .. me, ttl)
 end
 """
 
@@ -76,6 +79,7 @@ ADMIT = (
 local rid, n, seq, threshold, budget, ttl = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]),
   tonumber(ARGV[10]), tonumber(ARGV[11])
 local key = P .. 'charges:' .. me
+redis.call('HDEL', P .. 'gone:' .. me, rid)
 local old = redis.call('HGET', key, rid)
 local already = old and tokens_of(old) or 0
 if on('realtime') and (recovering or n > threshold or total() - already + n > budget) then return {0, epoch} end
@@ -86,15 +90,20 @@ return {1, epoch}
 """
 )
 
-# KEYS none; ARGV[1] P, [2] replica, [3] request: give back its charge if it has one
+# ARGV[1] P, [2] replica, [3] owner ttl (ms), then request, seq for each: give back their charges (once) and
+# keep a write-back sent before from bringing them back
 RELEASE = """
-local key = ARGV[1] .. 'charges:' .. ARGV[2]
-local v = redis.call('HGET', key, ARGV[3])
-if v then
-  redis.call('HDEL', key, ARGV[3])
-  redis.call('HINCRBY', ARGV[1] .. 'sums', ARGV[2], -(tonumber(string.match(v, '^(%d+)')) or 0))
+local key, gone = ARGV[1] .. 'charges:' .. ARGV[2], ARGV[1] .. 'gone:' .. ARGV[2]
+for i = 4, #ARGV, 2 do
+  local v = redis.call('HGET', key, ARGV[i])
+  if v then
+    redis.call('HDEL', key, ARGV[i])
+    redis.call('HINCRBY', ARGV[1] .. 'sums', ARGV[2], -(tonumber(string.match(v, '^(%d+)')) or 0))
+  end
+  redis.call('HSET', gone, ARGV[i], ARGV[i + 1])
 end
-return 1
+redis.call('PEXPIRE', gone, ARGV[3])
+return {1, ''}
 """
 
 # ARGV[6] flag, [7] lease, [8] ttl in ms ('inf': none), [9] most leases: 1 held, -1 too many
@@ -158,6 +167,11 @@ local have = redis.call('HGETALL', key)
 for i = 1, #have, 2 do
   local seq = tonumber(string.match(have[i + 1], ' (%d+)$'))
   if want[have[i]] == nil and (seq == nil or seq <= upto) then redis.call('HDEL', key, have[i]) end
+end
+local gone = P .. 'gone:' .. me
+local dead = redis.call('HGETALL', gone)
+for i = 1, #dead, 2 do
+  if want[dead[i]] then want[dead[i]] = nil else redis.call('HDEL', gone, dead[i]) end
 end
 for rid, v in pairs(want) do redis.call('HSET', key, rid, v) end
 local sum = 0

@@ -80,6 +80,7 @@ class RedisStore:
         self.seen = Snapshot(False, False, 0)  # the last answer, for the degraded policy
         self.owners = 1
         self._keeper: asyncio.Task[None] | None = None
+        self.closed = False
 
     # ---- the breaker ----------------------------------------------------------------------------------------
     async def _run(self, name: str, parse: Callable[[list[Any]], T], *args: str | int) -> T:
@@ -102,8 +103,10 @@ class RedisStore:
             _ms(self.settings.recovery_s),
             self.me,
         )
+        if name == "RELEASE":
+            head = (self.prefix, self.me, _ms(self.settings.charge_ttl_s))
         async with asyncio.timeout(self.settings.timeout_s):
-            got = await self.scripts[name](args=[*(head if name != "RELEASE" else ()), *args])
+            got = await self.scripts[name](args=[*head, *args])
         if name == "RELEASE":
             return []
         if not isinstance(got, list) or not got or not isinstance(got[-1], str):
@@ -120,12 +123,12 @@ class RedisStore:
 
     def _keep(self) -> None:
         """The background task (started with the first call, on its loop) that renews and probes."""
-        if self._keeper is None:
+        if self._keeper is None and not self.closed:
             self._keeper = asyncio.get_running_loop().create_task(self._renewing())
 
     async def _renewing(self) -> None:
         every = self.settings.charge_ttl_s / 4
-        while True:
+        while not self.closed:
             if await self.renew():
                 continue  # the ledger changed while it was written back: again, at once
             await asyncio.sleep(max(0.0, self.retry_at - self.clock()) if self.fault else every)
@@ -186,10 +189,12 @@ class RedisStore:
         return False
 
     async def release(self, request: str) -> None:
-        if self.ledger.pop(request) is None:
+        """Out of the ledger, then out of Redis (with the breaker open: by the write-back that closes it)."""
+        found = self.ledger.take(request)
+        if found is None:
             return
-        with contextlib.suppress(Degraded):  # the next write-back drops it from Redis
-            await self._run("RELEASE", _first_or_none, self.prefix, self.me, request)
+        with contextlib.suppress(Degraded):
+            await self._run("RELEASE", _first_or_none, request, found[1])
 
     async def hold(self, flag: str, lease: str, ttl_s: float | None) -> None:
         check_lease(flag, lease)
@@ -218,10 +223,11 @@ class RedisStore:
                               self.owners, self.fault)  # fmt: skip
 
     async def close(self) -> None:
-        if self._keeper is not None:
+        """Stop the background task (a cancellation a timeout swallowed is sent again) and the connections."""
+        self.closed = True
+        while self._keeper is not None and not self._keeper.done():
             self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
+            await asyncio.wait({self._keeper}, timeout=self.settings.timeout_s)
         with contextlib.suppress(Exception):
             await self.redis.aclose()
 
