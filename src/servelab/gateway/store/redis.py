@@ -81,6 +81,7 @@ class RedisStore:
         self.owners = 1
         self._keeper: asyncio.Task[None] | None = None
         self.closed = False
+        self.written_upto = 0  # the ledger's seq in the last write-back sent
 
     # ---- the breaker ----------------------------------------------------------------------------------------
     async def _run(self, name: str, parse: Callable[[list[Any]], T], *args: str | int) -> T:
@@ -140,6 +141,7 @@ class RedisStore:
         twice, nothing lost. True: the ledger changed meanwhile (written back again at once)."""
         upto, changes, trips = self.ledger.seq, self.ledger.changes, self.trips
         flat = [str(x) for rid, (n, seq) in self.ledger.charges.items() for x in (rid, n, seq)]
+        self.written_upto = upto
         try:
             self._seen(await self._call("RENEW", _ms(self.settings.charge_ttl_s), upto, *flat))
         except Exception as exc:  # a failed probe keeps the breaker open
@@ -183,9 +185,12 @@ class RedisStore:
             if not refused(True, tokens, self.ledger.total - tokens, Limits(limits.threshold, share)):
                 return True
         except BaseException:
-            self.ledger.pop(request)
+            self.ledger.pop(request)  # a charge the script made anyway: dropped by the next write-back
             raise
         self.ledger.pop(request)
+        if seq <= self.written_upto:  # a write-back sent since may carry it: given back behind it
+            with contextlib.suppress(Degraded):
+                await self._run("RELEASE", _first_or_none, request, seq)
         return False
 
     async def release(self, request: str) -> None:
