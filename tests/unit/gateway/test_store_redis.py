@@ -16,7 +16,7 @@ from servelab.gateway.store import Limits, RedisStore, Settings, StoreUnavailabl
 from tests.fixtures.redis_server import RedisServer, redis_server
 
 __all__ = ["redis_server"]
-FAST = Settings(min_hold_s=0.0, charge_ttl_s=1.0, timeout_s=0.3, retry_s=0.2, recovery_s=30.0)
+FAST = Settings(min_hold_s=0.0, charge_ttl_s=1.0, timeout_s=0.3, retry_s=0.2, recovery_s=30.0, budget=1000)
 LIMITS = Limits(threshold=1000, budget=1000)
 DEADLINE_S = 30.0
 
@@ -28,12 +28,26 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+_OPEN: list[RedisStore] = []
+
+
 def stores(server: RedisServer, count: int = 2, settings: Settings = FAST) -> list[RedisStore]:
-    return [RedisStore(server.url, "t:", settings) for _ in range(count)]
+    made = [RedisStore(server.url, "t:", settings) for _ in range(count)]
+    _OPEN.extend(made)
+    return made
 
 
 def run(work: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(work())
+    """``work`` on a new loop; every store it made closed on the way out (a failed check included)."""
+
+    async def go() -> Any:
+        try:
+            return await work()
+        finally:
+            while _OPEN:
+                await _OPEN.pop().close()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture()
@@ -50,7 +64,8 @@ def test_redis_stopped_then_restarted_degrades_and_comes_back(server: RedisServe
         assert (await one.snapshot()).prefill_tokens == 200 and one.owners == 2
         server.stop()
         seen = await one.snapshot()
-        assert seen.degraded and seen.realtime and seen.prefill_tokens == 200  # from its own ledger
+        assert seen.degraded and seen.realtime  # its own 200, and the other replica's share as if in use:
+        assert seen.prefill_tokens == 200 + 500
         assert await one.admit("during", 300, LIMITS)  # 500 of its share of 500
         assert not await one.admit("over", 1, LIMITS)
         assert not await one.admit("long", 1001, LIMITS)
@@ -113,11 +128,14 @@ def test_a_flush_mid_run_assumes_realtime_until_every_replica_wrote_back(server:
         one, two = stores(server)
         await one.hold("realtime", "voice", 60)
         assert await one.admit("r", 300, LIMITS)
+        await two.renew()
         assert (await two.snapshot()).prefill_tokens == 300
         server.command("FLUSHALL")
         seen = await two.snapshot()  # the voice's lease is gone with the state, and so are the charges:
         assert seen.realtime and not seen.degraded  # realtime is assumed on while replicas recover
-        assert not await two.admit("x", 10, LIMITS)  # and no realtime admission passes a budget not yet known
+        assert two.owners == 2  # as it knew them before: its share is half the budget until all wrote back
+        assert await two.admit("x", 500, LIMITS) and not await two.admit("y", 1, LIMITS)
+        await two.release("x")
         await one.renew()
         assert (await two.snapshot()).prefill_tokens == 300  # written back, once
         await one.renew()

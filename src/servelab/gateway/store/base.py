@@ -43,6 +43,7 @@ class Settings:
     timeout_s: float = 0.3  # the longest wait on one Redis call
     retry_s: float = 0.5  # after a fault, Redis is left alone this long before a background probe
     recovery_s: float = 30.0  # after the shared state was lost (flushed, restarted): realtime assumed on this long
+    budget: int = 16000  # the realtime prefill budget (a degraded snapshot counts the other replicas' shares)
 
 
 @dataclass(frozen=True)

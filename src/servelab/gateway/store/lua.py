@@ -3,8 +3,9 @@ replica's clock. Keys, under the configured prefix P (lease ids and request ids 
 part of a key name, so no id can name an internal key):
 
 - ``P epoch``: who first wrote this state; a replica that finds it gone or changed knows the state was lost
-  (flushed, restarted) and sets ``recover_until`` in ``P flags``: realtime is assumed on, and no realtime
-  admission passes, until every live replica has written its charges back;
+  (flushed, restarted) and sets ``recover_until`` in ``P flags``: until then realtime is assumed on (the
+  leases are gone with the state) and a realtime admission also keeps to the replica's share of the budget (the
+  other replicas' charges are back only once each has written its ledger back);
 - ``P flags`` (hash): ``<flag>_since`` (when the flag last turned on), ``recover_until``;
 - ``P leases:<flag>`` (sorted set): lease id -> expiry (``inf``: none); ``P holders:<flag>`` (hash): its owner;
 - ``P owners`` (sorted set): replica -> until when its charges count (renewed in the background);
@@ -68,21 +69,27 @@ end
 SNAPSHOT = (
     PRELUDE
     + """
-return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'), epoch}
+return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'),
+  recovering and 1 or 0, epoch}
 """
 )
 
-# ARGV[6] request, [7] tokens, [8] seq, [9] threshold, [10] budget, [11] owner ttl (ms): 1 charged, 0 refused
+# ARGV[6] request, [7] tokens, [8] seq, [9] threshold, [10] budget, [11] owner ttl (ms), [12] this replica's
+# share of the budget: 1 charged, 0 refused
 ADMIT = (
     PRELUDE
     + """
-local rid, n, seq, threshold, budget, ttl = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]),
-  tonumber(ARGV[10]), tonumber(ARGV[11])
+local rid, n, seq, threshold, budget, ttl, share = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]),
+  tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local key = P .. 'charges:' .. me
 redis.call('HDEL', P .. 'gone:' .. me, rid)
 local old = redis.call('HGET', key, rid)
 local already = old and tokens_of(old) or 0
-if on('realtime') and (recovering or n > threshold or total() - already + n > budget) then return {0, epoch} end
+if on('realtime') then
+  local own = tonumber(redis.call('HGET', P .. 'sums', me) or '0') or 0
+  if n > threshold or total() - already + n > budget then return {0, epoch} end
+  if recovering and own - already + n > share then return {0, epoch} end
+end
 redis.call('HSET', key, rid, n .. ' ' .. seq)
 redis.call('HINCRBY', P .. 'sums', me, n - already)
 alive(ttl)
@@ -178,6 +185,7 @@ local sum = 0
 for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tokens_of(v) end
 redis.call('HSET', P .. 'sums', me, sum)
 alive(ttl)
-return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'), epoch}
+return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'),
+  recovering and 1 or 0, epoch}
 """
 )

@@ -158,8 +158,11 @@ class RedisStore:
         return changed
 
     def _seen(self, got: list[Any]) -> Snapshot:
-        maintenance, realtime, total, owners = (int(x) for x in got[:4])
-        self.seen, self.owners = Snapshot(bool(maintenance), bool(realtime), total), max(1, owners)
+        """The replicas alive: as Redis says, but never fewer than known while the state is being recovered (the
+        others have not all written back yet)."""
+        maintenance, realtime, total, owners, recovering = (int(x) for x in got[:5])
+        self.owners = max(1, owners, self.owners if recovering else 1)
+        self.seen = Snapshot(bool(maintenance), bool(realtime), total)
         return self.seen
 
     def _unavailable(self) -> StoreUnavailable:
@@ -170,7 +173,8 @@ class RedisStore:
         try:
             return await self._run("SNAPSHOT", self._seen)
         except Degraded:
-            return Snapshot(self.seen.maintenance, True, self.ledger.total, self.fault)
+            reserve = self.settings.budget - self.settings.budget // self.owners  # the others' shares
+            return Snapshot(self.seen.maintenance, True, self.ledger.total + reserve, self.fault)
 
     async def admit(self, request: str, tokens: int, limits: Limits) -> bool:
         """The charge is in the ledger before the script is sent and out of it if the script refuses or is
@@ -178,7 +182,7 @@ class RedisStore:
         seq = self.ledger.add(request, tokens)
         try:
             if await self._run("ADMIT", _first, request, tokens, seq, limits.threshold, limits.budget,
-                               _ms(self.settings.charge_ttl_s)) == 1:  # fmt: skip
+                               _ms(self.settings.charge_ttl_s), limits.budget // self.owners) == 1:  # fmt: skip
                 return True
         except Degraded:
             share = limits.budget // self.owners
