@@ -74,6 +74,12 @@ def replica(redis: str, local: str, **state: Any) -> GatewayConfig:
     )
 
 
+@contextmanager
+def two_replicas(redis: str) -> Iterator[tuple[str, str]]:
+    with upstream() as local, running(replica(redis, local)) as (a, _), running(replica(redis, local)) as (b, _):
+        yield a, b
+
+
 def state(url: str) -> dict[str, Any]:
     answer: dict[str, Any] = httpx.get(f"{url}/admin/state", headers=ADMIN, timeout=30).json()
     return answer
@@ -109,11 +115,7 @@ class Load:
 
 
 def test_redis_stopped_frozen_and_restarted_under_load_no_5xx(redis_server: RedisServer) -> None:
-    with (
-        upstream() as local,
-        running(replica(redis_server.url, local)) as (a, _),
-        running(replica(redis_server.url, local)) as (b, _),
-    ):
+    with two_replicas(redis_server.url) as (a, b):
         httpx.post(f"{a}/admin/realtime", json={"active": True, "lease": "voice", "ttl_s": 60}, headers=ADMIN)
         load = Load([a, b])
         try:
@@ -142,11 +144,7 @@ def test_redis_stopped_frozen_and_restarted_under_load_no_5xx(redis_server: Redi
 
 
 def test_two_sessions_leases_are_independent_across_replicas(redis_server: RedisServer) -> None:
-    with (
-        upstream() as local,
-        running(replica(redis_server.url, local)) as (a, _),
-        running(replica(redis_server.url, local)) as (b, _),
-    ):
+    with two_replicas(redis_server.url) as (a, b):
         httpx.post(f"{a}/admin/realtime", json={"active": True, "lease": "voice-a", "ttl_s": 60}, headers=ADMIN)
         httpx.post(f"{b}/admin/realtime", json={"active": True, "lease": "voice-b", "ttl_s": 1}, headers=ADMIN)
         httpx.post(f"{b}/admin/realtime", json={"active": False, "lease": "voice-b"}, headers=ADMIN)

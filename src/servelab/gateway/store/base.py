@@ -193,5 +193,8 @@ def check_lease(flag: str, lease: str) -> None:
 
 def refused(realtime: bool, tokens: int, in_flight: int, limits: Limits) -> bool:
     """The admission rule: while realtime is on, no prompt over the threshold and no more than the budget in
-    flight, this one included."""
+    flight, this one included. A charge is a count of tokens: a negative one (which would make room for others)
+    is refused whatever the flag."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"a charge is a whole number of tokens, 0 or more, not {tokens!r}")
     return realtime and (tokens > limits.threshold or in_flight + tokens > limits.budget)

@@ -179,6 +179,7 @@ class RedisStore:
     async def admit(self, request: str, tokens: int, limits: Limits) -> bool:
         """The charge is in the ledger before the script is sent and out of it if the script refuses or is
         cut off (a charge it made anyway is dropped by the next write-back)."""
+        refused(False, tokens, 0, limits)  # a charge that is no count of tokens: refused before anything
         seq = self.ledger.add(request, tokens)
         try:
             if await self._run("ADMIT", _first, request, tokens, seq, limits.threshold, limits.budget,
