@@ -54,7 +54,7 @@ class Limits:
     budget: int  # prompt tokens in flight on local, this request's included, at most this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     maintenance: bool
     realtime: bool
@@ -151,10 +151,14 @@ class Leases:
 
     held: dict[str, tuple[str, float]] = field(default_factory=dict)
     since: float = -math.inf
+    soonest: float = -math.inf  # no lease ends before this (a cheap test on the hot path; -inf: look)
 
     def expire(self, now: float) -> None:
+        if now < self.soonest:
+            return
         for lease in [k for k, (_, until) in self.held.items() if until <= now]:
             del self.held[lease]
+        self.soonest = min((until for _, until in self.held.values()), default=math.inf)
 
     def on(self, now: float, min_hold: float) -> bool:
         self.expire(now)
@@ -165,7 +169,10 @@ class Leases:
             self.since = now
         if lease not in self.held and len(self.held) >= settings.max_leases:
             raise TooManyLeases(f"{settings.max_leases} leases are held already")
+        if lease in self.held:
+            self.soonest = -math.inf  # a renewal may move the soonest end later: look again
         self.held[lease] = (owner, until)
+        self.soonest = min(self.soonest, until)
 
     def view(self, now: float, min_hold: float) -> FlagView:
         on = self.on(now, min_hold)
@@ -195,6 +202,6 @@ def refused(realtime: bool, tokens: int, in_flight: int, limits: Limits) -> bool
     """The admission rule: while realtime is on, no prompt over the threshold and no more than the budget in
     flight, this one included. A charge is a count of tokens: a negative one (which would make room for others)
     is refused whatever the flag."""
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+    if type(tokens) is not int or tokens < 0:
         raise ValueError(f"a charge is a whole number of tokens, 0 or more, not {tokens!r}")
     return realtime and (tokens > limits.threshold or in_flight + tokens > limits.budget)
