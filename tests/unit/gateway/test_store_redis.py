@@ -207,3 +207,26 @@ async def _healthy(store: RedisStore) -> bool:
 async def _total_is(store: RedisStore, tokens: int) -> bool:
     seen = await store.snapshot()
     return seen.degraded is None and seen.prefill_tokens == tokens
+
+
+def test_an_admission_cut_off_mid_call_leaves_no_charge(server: RedisServer) -> None:
+    """A client that hangs up while its admission is on the wire (Redis frozen: the script runs later, after
+    the cancellation): the charge the script made is dropped by the next write-back, never counted for good."""
+
+    async def go() -> None:
+        one, two = stores(server)
+        await one.renew()
+        server.freeze()
+        try:
+            task = asyncio.get_running_loop().create_task(one.admit("cut", 400, LIMITS))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert one.ledger.total == 0
+        finally:
+            server.thaw()
+        await until(lambda: _healthy(one), "no recovery after thaw")
+        await until(lambda: _total_is(two, 0), "a cut-off admission stayed charged")
+
+    run(go)
