@@ -136,6 +136,8 @@ class Router:
                          [("retry-after", retry)])  # fmt: skip
         except TooManyLeases as exc:
             return error(409, f"{exc}: end one, or renew one already held", "too_many_leases")
+        except ValueError as exc:  # what the body's types let through and the store refuses
+            return error(400, str(exc), "invalid_request_error")
         return None
 
     async def snapshot(self) -> dict[str, object]:

@@ -234,3 +234,18 @@ def test_leases_end_on_the_stores_clock(kind: str, tmp_path: Path) -> None:
         return seen
 
     assert run(go) == [True, True, False, True, False]
+
+
+@pytest.mark.parametrize("tokens", [-1, -(10**9), True, 2.5])
+def test_a_charge_is_a_count_of_tokens(backend: Callable[[Settings], Make], tokens: Any) -> None:
+    """A negative charge would make room for other requests: refused, nothing charged."""
+    make = backend(Settings(min_hold_s=0.0))
+
+    async def go() -> None:
+        async with opened(make, 1) as (one,):
+            assert await one.admit("a", 500, OPEN)
+            with pytest.raises(ValueError):
+                await one.admit("b", tokens, OPEN)
+            assert (await one.snapshot()).prefill_tokens == 500
+
+    run(go)

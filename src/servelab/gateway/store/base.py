@@ -43,6 +43,7 @@ class Settings:
     timeout_s: float = 0.3  # the longest wait on one Redis call
     retry_s: float = 0.5  # after a fault, Redis is left alone this long before a background probe
     recovery_s: float = 30.0  # after the shared state was lost (flushed, restarted): realtime assumed on this long
+    budget: int = 16000  # the realtime prefill budget (a degraded snapshot counts the other replicas' shares)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Limits:
     budget: int  # prompt tokens in flight on local, this request's included, at most this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     maintenance: bool
     realtime: bool
@@ -121,20 +122,27 @@ class Ledger:
     charges: dict[str, tuple[int, int]] = field(default_factory=dict)
     total: int = 0
     seq: int = 0
+    changes: int = 0  # every add and pop
 
     def add(self, request: str, tokens: int) -> int:
         self.pop(request)
         self.seq += 1
+        self.changes += 1
         self.charges[request] = (tokens, self.seq)
         self.total += tokens
         return self.seq
 
     def pop(self, request: str) -> int | None:
+        found = self.take(request)
+        return None if found is None else found[0]
+
+    def take(self, request: str) -> tuple[int, int] | None:
+        """The charge given back: (tokens, seq); None: none."""
         found = self.charges.pop(request, None)
-        if found is None:
-            return None
-        self.total -= found[0]
-        return found[0]
+        if found is not None:
+            self.changes += 1
+            self.total -= found[0]
+        return found
 
 
 @dataclass
@@ -143,10 +151,14 @@ class Leases:
 
     held: dict[str, tuple[str, float]] = field(default_factory=dict)
     since: float = -math.inf
+    soonest: float = -math.inf  # no lease ends before this (a cheap test on the hot path; -inf: look)
 
     def expire(self, now: float) -> None:
+        if now < self.soonest:
+            return
         for lease in [k for k, (_, until) in self.held.items() if until <= now]:
             del self.held[lease]
+        self.soonest = min((until for _, until in self.held.values()), default=math.inf)
 
     def on(self, now: float, min_hold: float) -> bool:
         self.expire(now)
@@ -157,7 +169,10 @@ class Leases:
             self.since = now
         if lease not in self.held and len(self.held) >= settings.max_leases:
             raise TooManyLeases(f"{settings.max_leases} leases are held already")
+        if lease in self.held:
+            self.soonest = -math.inf  # a renewal may move the soonest end later: look again
         self.held[lease] = (owner, until)
+        self.soonest = min(self.soonest, until)
 
     def view(self, now: float, min_hold: float) -> FlagView:
         on = self.on(now, min_hold)
@@ -185,5 +200,8 @@ def check_lease(flag: str, lease: str) -> None:
 
 def refused(realtime: bool, tokens: int, in_flight: int, limits: Limits) -> bool:
     """The admission rule: while realtime is on, no prompt over the threshold and no more than the budget in
-    flight, this one included."""
+    flight, this one included. A charge is a count of tokens: a negative one (which would make room for others)
+    is refused whatever the flag."""
+    if type(tokens) is not int or tokens < 0:
+        raise ValueError(f"a charge is a whole number of tokens, 0 or more, not {tokens!r}")
     return realtime and (tokens > limits.threshold or in_flight + tokens > limits.budget)

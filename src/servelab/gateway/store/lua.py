@@ -3,12 +3,15 @@ replica's clock. Keys, under the configured prefix P (lease ids and request ids 
 part of a key name, so no id can name an internal key):
 
 - ``P epoch``: who first wrote this state; a replica that finds it gone or changed knows the state was lost
-  (flushed, restarted) and sets ``recover_until`` in ``P flags``: realtime is assumed on, and no realtime
-  admission passes, until every live replica has written its charges back;
+  (flushed, restarted) and sets ``recover_until`` in ``P flags``: until then realtime is assumed on (the
+  leases are gone with the state) and a realtime admission also keeps to the replica's share of the budget (the
+  other replicas' charges are back only once each has written its ledger back);
 - ``P flags`` (hash): ``<flag>_since`` (when the flag last turned on), ``recover_until``;
 - ``P leases:<flag>`` (sorted set): lease id -> expiry (``inf``: none); ``P holders:<flag>`` (hash): its owner;
 - ``P owners`` (sorted set): replica -> until when its charges count (renewed in the background);
-- ``P sums`` (hash): replica -> its charges' total; ``P charges:<replica>`` (hash): request id -> "tokens seq".
+- ``P sums`` (hash): replica -> its charges' total; ``P charges:<replica>`` (hash): request id -> "tokens seq";
+  ``P gone:<replica>`` (hash): request id -> seq of a charge given back that a write-back sent before it must
+  not bring back (kept until a write-back that knows of it).
 
 Every script but release starts with the prelude: ARGV[1] P, ARGV[2] the epoch this replica knows, ARGV[3]
 min_hold in ms, ARGV[4] recovery in ms, ARGV[5] this replica; its own arguments from ARGV[6]."""
@@ -36,7 +39,7 @@ local recovering = now < (tonumber(redis.call('HGET', P .. 'flags', 'recover_unt
 local function tokens_of(v) return tonumber(string.match(v, '^(%d+)')) or 0 end
 for _, o in ipairs(redis.call('ZRANGEBYSCORE', P .. 'owners', '-inf', now)) do
   redis.call('HDEL', P .. 'sums', o)
-  redis.call('DEL', P .. 'charges:' .. o)
+  redis.call('DEL', P .. 'charges:' .. o, P .. 'gone:' .. o)
 end
 redis.call('ZREMRANGEBYSCORE', P .. 'owners', '-inf', now)
 local function leases(flag)
@@ -59,26 +62,34 @@ end
 local function alive(ttl)
   redis.call('ZADD', P .. 'owners', now + ttl, me)
   redis.call('PEXPIRE', P .. 'charges:' .. me, ttl)
+  redis.call('PEXPIRE', P .. 'gone:' .. me, ttl)
 end
 """
 
 SNAPSHOT = (
     PRELUDE
     + """
-return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'), epoch}
+return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'),
+  recovering and 1 or 0, epoch}
 """
 )
 
-# ARGV[6] request, [7] tokens, [8] seq, [9] threshold, [10] budget, [11] owner ttl (ms): 1 charged, 0 refused
+# ARGV[6] request, [7] tokens, [8] seq, [9] threshold, [10] budget, [11] owner ttl (ms), [12] this replica's
+# share of the budget: 1 charged, 0 refused
 ADMIT = (
     PRELUDE
     + """
-local rid, n, seq, threshold, budget, ttl = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]),
-  tonumber(ARGV[10]), tonumber(ARGV[11])
+local rid, n, seq, threshold, budget, ttl, share = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9]),
+  tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local key = P .. 'charges:' .. me
+redis.call('HDEL', P .. 'gone:' .. me, rid)
 local old = redis.call('HGET', key, rid)
 local already = old and tokens_of(old) or 0
-if on('realtime') and (recovering or n > threshold or total() - already + n > budget) then return {0, epoch} end
+if on('realtime') then
+  local own = tonumber(redis.call('HGET', P .. 'sums', me) or '0') or 0
+  if n > threshold or total() - already + n > budget then return {0, epoch} end
+  if recovering and own - already + n > share then return {0, epoch} end
+end
 redis.call('HSET', key, rid, n .. ' ' .. seq)
 redis.call('HINCRBY', P .. 'sums', me, n - already)
 alive(ttl)
@@ -86,15 +97,20 @@ return {1, epoch}
 """
 )
 
-# KEYS none; ARGV[1] P, [2] replica, [3] request: give back its charge if it has one
+# ARGV[1] P, [2] replica, [3] owner ttl (ms), then request, seq for each: give back their charges (once) and
+# keep a write-back sent before from bringing them back
 RELEASE = """
-local key = ARGV[1] .. 'charges:' .. ARGV[2]
-local v = redis.call('HGET', key, ARGV[3])
-if v then
-  redis.call('HDEL', key, ARGV[3])
-  redis.call('HINCRBY', ARGV[1] .. 'sums', ARGV[2], -(tonumber(string.match(v, '^(%d+)')) or 0))
+local key, gone = ARGV[1] .. 'charges:' .. ARGV[2], ARGV[1] .. 'gone:' .. ARGV[2]
+for i = 4, #ARGV, 2 do
+  local v = redis.call('HGET', key, ARGV[i])
+  if v then
+    redis.call('HDEL', key, ARGV[i])
+    redis.call('HINCRBY', ARGV[1] .. 'sums', ARGV[2], -(tonumber(string.match(v, '^(%d+)')) or 0))
+  end
+  redis.call('HSET', gone, ARGV[i], ARGV[i + 1])
 end
-return 1
+redis.call('PEXPIRE', gone, ARGV[3])
+return {1, ''}
 """
 
 # ARGV[6] flag, [7] lease, [8] ttl in ms ('inf': none), [9] most leases: 1 held, -1 too many
@@ -159,11 +175,17 @@ for i = 1, #have, 2 do
   local seq = tonumber(string.match(have[i + 1], ' (%d+)$'))
   if want[have[i]] == nil and (seq == nil or seq <= upto) then redis.call('HDEL', key, have[i]) end
 end
+local gone = P .. 'gone:' .. me
+local dead = redis.call('HGETALL', gone)
+for i = 1, #dead, 2 do
+  if want[dead[i]] then want[dead[i]] = nil else redis.call('HDEL', gone, dead[i]) end
+end
 for rid, v in pairs(want) do redis.call('HSET', key, rid, v) end
 local sum = 0
 for _, v in ipairs(redis.call('HVALS', key)) do sum = sum + tokens_of(v) end
 redis.call('HSET', P .. 'sums', me, sum)
 alive(ttl)
-return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'), epoch}
+return {on('maintenance') and 1 or 0, on('realtime') and 1 or 0, total(), redis.call('ZCARD', P .. 'owners'),
+  recovering and 1 or 0, epoch}
 """
 )

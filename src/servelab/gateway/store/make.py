@@ -17,7 +17,8 @@ def settings(config: GatewayConfig) -> Settings:
     s = config.state
     return Settings(min_hold_s=config.policy.min_hold_s, max_leases=s.max_leases, charge_ttl_s=s.charge_ttl_s,
                     timeout_s=s.timeout_s, retry_s=s.retry_s,
-                    recovery_s=max(s.charge_ttl_s, config.policy.realtime_ttl_s))  # fmt: skip
+                    recovery_s=max(s.charge_ttl_s, config.policy.realtime_ttl_s),
+                    budget=config.policy.realtime_prefill_budget_tokens)  # fmt: skip
 
 
 def make_store(config: GatewayConfig) -> Store:

@@ -76,10 +76,12 @@ class RedisStore:
         self.prefix, self.me = prefix, f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.ledger, self.epoch = Ledger(), ""
         self.fault: str | None = None  # why the breaker is open (None: closed)
-        self.retry_at = 0.0
+        self.retry_at, self.trips, self.misses = 0.0, 0, 0  # misses: probes that raced a change of the ledger
         self.seen = Snapshot(False, False, 0)  # the last answer, for the degraded policy
         self.owners = 1
         self._keeper: asyncio.Task[None] | None = None
+        self.closed = False
+        self.written_upto = 0  # the ledger's seq in the last write-back sent
 
     # ---- the breaker ----------------------------------------------------------------------------------------
     async def _run(self, name: str, parse: Callable[[list[Any]], T], *args: str | int) -> T:
@@ -102,8 +104,10 @@ class RedisStore:
             _ms(self.settings.recovery_s),
             self.me,
         )
+        if name == "RELEASE":
+            head = (self.prefix, self.me, _ms(self.settings.charge_ttl_s))
         async with asyncio.timeout(self.settings.timeout_s):
-            got = await self.scripts[name](args=[*(head if name != "RELEASE" else ()), *args])
+            got = await self.scripts[name](args=[*head, *args])
         if name == "RELEASE":
             return []
         if not isinstance(got, list) or not got or not isinstance(got[-1], str):
@@ -115,36 +119,50 @@ class RedisStore:
         if self.fault is None:
             log.warning("the gateway's Redis state is unavailable (%s): deciding from local state", exc)
         self.fault = f"redis: {type(exc).__name__}: {str(exc)[:200]}"
+        self.trips += 1
         self.retry_at = self.clock() + self.settings.retry_s
 
     def _keep(self) -> None:
         """The background task (started with the first call, on its loop) that renews and probes."""
-        if self._keeper is None:
+        if self._keeper is None and not self.closed:
             self._keeper = asyncio.get_running_loop().create_task(self._renewing())
 
     async def _renewing(self) -> None:
         every = self.settings.charge_ttl_s / 4
-        while True:
+        while not self.closed:
+            if await self.renew():
+                continue  # the ledger changed while it was written back: again, at once
             await asyncio.sleep(max(0.0, self.retry_at - self.clock()) if self.fault else every)
-            await self.renew()
 
-    async def renew(self) -> None:
+    async def renew(self) -> bool:
         """Write the ledger back to Redis and renew this replica's charges; with the breaker open, the probe
-        that closes it (the ledger written back first: nothing counted twice, nothing lost)."""
-        upto = self.ledger.seq
+        that closes it. It closes only on a write-back of the ledger as it is now, started after the last fault
+        (an answer to a call sent before Redis froze says nothing of the charges taken since): nothing counted
+        twice, nothing lost. True: the ledger changed meanwhile (written back again at once)."""
+        upto, changes, trips = self.ledger.seq, self.ledger.changes, self.trips
         flat = [str(x) for rid, (n, seq) in self.ledger.charges.items() for x in (rid, n, seq)]
+        self.written_upto = upto
         try:
             self._seen(await self._call("RENEW", _ms(self.settings.charge_ttl_s), upto, *flat))
-        except Exception as exc:
+        except Exception as exc:  # a failed probe keeps the breaker open
             self._trip(exc)
-            return
-        if self.fault is not None:
-            log.warning("the gateway's Redis state is back")
-        self.fault = None
+            return False
+        changed = changes != self.ledger.changes
+        if self.fault is None or trips != self.trips:
+            return False  # up: a change meanwhile is the next write-back's
+        if changed and self.misses < 3:
+            self.misses += 1
+            return True
+        log.warning("the gateway's Redis state is back")
+        self.fault, self.misses = None, 0
+        return changed
 
     def _seen(self, got: list[Any]) -> Snapshot:
-        maintenance, realtime, total, owners = (int(x) for x in got[:4])
-        self.seen, self.owners = Snapshot(bool(maintenance), bool(realtime), total), max(1, owners)
+        """The replicas alive: as Redis says, but never fewer than known while the state is being recovered (the
+        others have not all written back yet)."""
+        maintenance, realtime, total, owners, recovering = (int(x) for x in got[:5])
+        self.owners = max(1, owners, self.owners if recovering else 1)
+        self.seen = Snapshot(bool(maintenance), bool(realtime), total)
         return self.seen
 
     def _unavailable(self) -> StoreUnavailable:
@@ -155,31 +173,38 @@ class RedisStore:
         try:
             return await self._run("SNAPSHOT", self._seen)
         except Degraded:
-            return Snapshot(self.seen.maintenance, True, self.ledger.total, self.fault)
+            reserve = self.settings.budget - self.settings.budget // self.owners  # the others' shares
+            return Snapshot(self.seen.maintenance, True, self.ledger.total + reserve, self.fault)
 
     async def admit(self, request: str, tokens: int, limits: Limits) -> bool:
         """The charge is in the ledger before the script is sent and out of it if the script refuses or is
         cut off (a charge it made anyway is dropped by the next write-back)."""
+        refused(False, tokens, 0, limits)  # a charge that is no count of tokens: refused before anything
         seq = self.ledger.add(request, tokens)
         try:
             if await self._run("ADMIT", _first, request, tokens, seq, limits.threshold, limits.budget,
-                               _ms(self.settings.charge_ttl_s)) == 1:  # fmt: skip
+                               _ms(self.settings.charge_ttl_s), limits.budget // self.owners) == 1:  # fmt: skip
                 return True
         except Degraded:
             share = limits.budget // self.owners
             if not refused(True, tokens, self.ledger.total - tokens, Limits(limits.threshold, share)):
                 return True
         except BaseException:
-            self.ledger.pop(request)
+            self.ledger.pop(request)  # a charge the script made anyway: dropped by the next write-back
             raise
         self.ledger.pop(request)
+        if seq <= self.written_upto:  # a write-back sent since may carry it: given back behind it
+            with contextlib.suppress(Degraded):
+                await self._run("RELEASE", _first_or_none, request, seq)
         return False
 
     async def release(self, request: str) -> None:
-        if self.ledger.pop(request) is None:
+        """Out of the ledger, then out of Redis (with the breaker open: by the write-back that closes it)."""
+        found = self.ledger.take(request)
+        if found is None:
             return
-        with contextlib.suppress(Degraded):  # the next write-back drops it from Redis
-            await self._run("RELEASE", _first_or_none, self.prefix, self.me, request)
+        with contextlib.suppress(Degraded):
+            await self._run("RELEASE", _first_or_none, request, found[1])
 
     async def hold(self, flag: str, lease: str, ttl_s: float | None) -> None:
         check_lease(flag, lease)
@@ -208,10 +233,11 @@ class RedisStore:
                               self.owners, self.fault)  # fmt: skip
 
     async def close(self) -> None:
-        if self._keeper is not None:
+        """Stop the background task (a cancellation a timeout swallowed is sent again) and the connections."""
+        self.closed = True
+        while self._keeper is not None and not self._keeper.done():
             self._keeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keeper
+            await asyncio.wait({self._keeper}, timeout=self.settings.timeout_s)
         with contextlib.suppress(Exception):
             await self.redis.aclose()
 
