@@ -33,6 +33,7 @@ from servelab.gateway.tokenizer import load_counter
 from servelab.gateway.upstream import BeforeFirstByte, Opened, encoded_body, make_client, open_stream
 
 SHED_REASONS = ("realtime_long_prefill", "realtime_prefill_budget")
+BUDGET_TAKEN = "local: the realtime prefill budget was taken by concurrent requests"
 PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
 KEEPALIVE = b": keep-alive\n\n"
 _REQUESTS = itertools.count(1)  # a charge's id: unique in this process (charges are owned per process)
@@ -218,6 +219,8 @@ class Gateway:
     async def _answer(self, got: tuple[Attempt | None, list[str]], plan: _Plan) -> Response | Sent:
         attempt, errors = got
         if attempt is None:
+            if errors and all(e == BUDGET_TAKEN for e in errors):  # shed, as the policy would have (a race)
+                return self._unavailable(Decision(LOCAL, "realtime_prefill_budget"), plan.est)
             return self._failed(plan.decision, errors)
         if attempt.opened.pipe is not None:
             return await self._piped(attempt, attempt.opened.pipe, plan)
@@ -242,7 +245,7 @@ class Gateway:
             if index:
                 self.metrics.failovers.labels(route).inc()
             if route == LOCAL and not await self._prefill(charge, tokens):
-                errors.append("local: the realtime prefill budget was taken by concurrent requests")
+                errors.append(BUDGET_TAKEN)
                 continue
             pipe_for = partial(self._pipe, route, plan, bool(index)) if plan.outlet is not None else None
             self.poll.expect()

@@ -111,3 +111,39 @@ def test_no_reachable_upstream_is_a_503_that_says_so(loop: asyncio.AbstractEvent
     message = json.loads(answer.body)["error"]["message"]
     assert "local: cannot connect" in message and "external: cannot connect" in message  # one failover, both said
     assert dict(answer.headers)["x-should-retry"] == "false" and dict(answer.headers)["retry-after"] == "5"
+
+
+def test_an_admission_the_store_refuses_after_the_policy_let_it_is_shed_with_429(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A store that refuses every admission (an ADVERSARY standing in for a race a real store cannot be made to
+    lose on demand: the budget taken between the snapshot and the charge): the request is shed like the policy
+    sheds it (429, realtime_prefill_budget, Retry-After), not answered 503 as if no backend could serve."""
+    from servelab.gateway.store import Limits, MemoryStore
+    from tests.fixtures.hostile_peers import tokenizer_folder
+
+    class Refusing(MemoryStore):
+        async def admit(self, request: str, tokens: int, limits: Limits) -> bool:
+            return False
+
+    config = _config()
+    config.local.tokenizer = tokenizer_folder()
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    async def go() -> Response:
+        gateway = Gateway(config, store=Refusing())
+        await gateway.start()
+        try:
+            answer = await Router(gateway)(req("POST", "/v1/chat/completions", body, CLIENT))
+        finally:
+            await gateway.stop()
+        assert isinstance(answer, Response)
+        return answer
+
+    answer = loop.run_until_complete(go())
+    headers = dict(answer.headers)
+    assert (answer.status, headers["x-servelab-reason"], headers["retry-after"]) == (
+        429,
+        "realtime_prefill_budget",
+        "10",
+    )
