@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Admission, Estimate
+from servelab.gateway.keys import key_in
 from servelab.gateway.messages import Request, Response, Sent, StreamResponse
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
@@ -389,16 +389,3 @@ class Gateway:
     def _no_backend(self, decision: Decision, message: str, extra: Headers) -> Response:
         headers = [("x-servelab-route", "none"), ("x-servelab-reason", decision.reason), ("retry-after", "5"), *extra]
         return error(503, message, "no_backend", headers)
-
-
-def bearer(request: Request) -> str | None:
-    value = request.header(b"authorization")
-    return value[7:].strip() if value[:7].lower() == "bearer " else None
-
-
-def key_in(request: Request, keys: list[str]) -> bool:
-    """The request's bearer key is one of ``keys`` (compared in constant time; an empty key never matches)."""
-    given = bearer(request)
-    if not given:
-        return False
-    return any(hmac.compare_digest(given.encode(), key.encode()) for key in keys)

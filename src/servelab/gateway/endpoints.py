@@ -8,8 +8,9 @@ from collections.abc import Awaitable
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servelab.gateway.app import Gateway, error, key_in
+from servelab.gateway.app import Gateway, error
 from servelab.gateway.client import UpstreamError
+from servelab.gateway.keys import key_in
 from servelab.gateway.messages import Request, Response, Sent, StreamResponse
 from servelab.gateway.policy import EXTERNAL, LOCAL
 from servelab.gateway.store import (
