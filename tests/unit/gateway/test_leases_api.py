@@ -16,6 +16,7 @@ from servelab.gateway.app import Gateway
 from servelab.gateway.config import Keys, Policy, State, Upstream
 from servelab.gateway.server import Request, Response
 from servelab.testing import free_port
+from tests.fixtures.hostile_peers import tokenizer_folder
 
 ADMIN = {b"authorization": b"Bearer admin-key"}
 
@@ -24,7 +25,7 @@ def _config(**state: Any) -> GatewayConfig:
     closed = f"http://127.0.0.1:{free_port()}"  # nothing listens: no upstream is reachable
     return GatewayConfig(
         port=0,
-        local=Upstream(url=closed, connect_timeout_s=1, read_timeout_s=2),
+        local=Upstream(url=closed, connect_timeout_s=1, read_timeout_s=2, tokenizer=tokenizer_folder()),
         policy=Policy(health_interval_s=30, keepalive_s=0, min_hold_s=0),
         keys=Keys(admin=["admin-key"]),
         state=State(**state),
