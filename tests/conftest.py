@@ -14,6 +14,7 @@ from servelab.core.paths import servelab_home
 from servelab.load import Target
 
 FIXTURE_SERVER = Path(__file__).parent / "fixtures" / "sse_fixture.py"
+collect_ignore_glob = ["fixtures/tasks/*"]  # repo-repair tasks' own tests: graded inside a sandbox, never collected
 ENGINE_SIM = "from servelab.testing.engine_sim import main; main()"
 
 
