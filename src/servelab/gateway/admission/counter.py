@@ -46,6 +46,7 @@ class TokenCounter:
         self.added = len(tokenizer.encode("", add_special_tokens=True).ids)  # what the post-processor adds
         self.byte_bound = _is_byte_level(tokenizer)
         self.longest = _longest_token_bytes(tokenizer) if self.byte_bound else 1
+        self.plain = self.byte_bound and tokenizer.normalizer is None  # bytes of the text are bytes of what is split
         self.developer_role = template is not None and (
             '"developer"' in template.source or "'developer'" in template.source
         )
@@ -72,6 +73,8 @@ class TokenCounter:
         chat's renders are alternatives (the largest counts); the other texts all count."""
         variables = self.template.variables if self.template is not None else frozenset()
         kwargs = check_fields(path == CHAT, body, variables)
+        if path == CHAT and (quick := self._affine(body, kwargs, bound_max, long_at)) is not None:
+            return quick
         renders, texts, ids = self._chat(body, kwargs) if path == CHAT else self._completion(body)
         times = fan_out(body)
         if self.byte_bound:
@@ -81,6 +84,24 @@ class TokenCounter:
                 return Count(bound * times, "bound")
         exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
+
+    def _affine(
+        self, body: dict[str, Any], kwargs: dict[str, Any], bound_max: int, long_at: int | None
+    ) -> Count | None:
+        """The byte bound of a chat from the template's affine bound (:mod:`.affine`), no render, where it decides:
+        at most ``bound_max``, or long past ``long_at`` by its fewest tokens; else None (render and count)."""
+        template = self.template
+        if template is None or template.affine is None or not self.plain or "chat_template" in body:
+            return None
+        messages = conversation(body.get("messages"), False, self.developer_role)
+        rendered = template.affine.bytes(messages, {**template.special, **_context(body, kwargs)})
+        if rendered is None:
+            return None
+        extras = sum(self._bound(t) for t in _extra_texts(body, ("response_format",)))
+        bound = (rendered + self.added + extras) * fan_out(body)
+        if bound <= bound_max or (long_at is not None and bound // self.longest > long_at):
+            return Count(bound, "bound")
+        return None
 
     def _chat(self, body: dict[str, Any], kwargs: dict[str, Any]) -> tuple[list[str], list[str], int]:
         if self.template is None:

@@ -10,6 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from servelab.gateway.admission.affine import compile_bound
 from servelab.gateway.admission.errors import Uncountable
 
 
@@ -68,6 +69,7 @@ class ChatTemplate:
         self.special = special  # bos_token, eos_token, ...: in the template's context as HF passes them
         self.may_iterate_content = _may_iterate_content(env, source)
         self.variables = _variables(env, source)
+        self.affine = None if self.may_iterate_content else compile_bound(env, source)
 
     def render(self, context: dict[str, Any]) -> str:
         """The template applied to ``context`` (messages, tools, documents, add_generation_prompt, the request's
