@@ -75,6 +75,7 @@ class Gateway:
             None, self.exact_tokens, long_figure, policy.bound_tokens_max, policy.prefill_threshold_tokens
         )
         self._counter_settled = False  # the engine has not yet said which model folder it serves
+        self._limits = Limits(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -317,9 +318,7 @@ class Gateway:
         """Admit ``tokens`` to local under the charge ``charge``: checked against the realtime limits and charged
         in one step of the store (a concurrent admission cannot come between); False: refused, nothing charged.
         The gauge is read from the store when /metrics is scraped."""
-        policy = self.config.policy
-        limits = Limits(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens)
-        return await self.store.admit(charge, tokens, limits)
+        return await self.store.admit(charge, tokens, self._limits)
 
     async def _release(self, charge: str) -> None:
         """Give the charge back (once: a second release is a no-op), even when this task is being cancelled: an

@@ -84,15 +84,11 @@ class Admission:
         """The engine's count of each prompt (a chat whole; each string of a completions batch; token ids by
         their number), times the fan-out; any prompt it cannot count makes the request uncounted."""
         times = fan_out(body)
-        check_fields(path == CHAT, body, None)
+        check_fields(path == CHAT, body, None)  # chat_template, prompt_embeds, any field not modelled: uncountable
         if path == CHAT:
-            if "chat_template" in body:
-                raise Uncountable("the request brings its own chat template")
             pieces: list[dict[str, Any]] = [body]
             ids = 0
         else:
-            if body.get("prompt_embeds") is not None:
-                raise Uncountable("prompt_embeds: the tokens of an embedding are not known")
             texts, ids = prompts(body.get("prompt"))
             if isinstance(body.get("suffix"), str):
                 texts.append(body["suffix"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 
 from servelab.core.errors import UsageError
-from servelab.gateway.admission import TemplateError, TokenCounter
+from servelab.gateway.admission import TokenCounter
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import Upstream
 
@@ -22,7 +22,7 @@ async def load_counter(local: Upstream, client: HttpClient) -> tuple[TokenCounte
     if local.tokenizer:
         try:
             return TokenCounter.from_folder(Path(local.tokenizer).expanduser()), True
-        except (TemplateError, OSError, ValueError, Exception) as exc:
+        except Exception as exc:  # any failure to load the folder the user named stops the start
             raise UsageError(f"local.tokenizer {local.tokenizer}: cannot load it: {exc}") from None
     answered, folder = await _served_root(client)
     if folder is None:

@@ -78,10 +78,9 @@ class TokenCounter:
         renders, texts, ids = self._chat(body, kwargs) if path == CHAT else self._completion(body)
         times = fan_out(body)
         if self.byte_bound:
-            bound = ids + max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
-            fewest = ids + (bound - ids) // self.longest
-            if bound * times <= bound_max or (long_at is not None and fewest * times > long_at):
-                return Count(bound * times, "bound")
+            text_bytes = max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
+            if self._settles(ids, text_bytes, times, bound_max, long_at):
+                return Count((ids + text_bytes) * times, "bound")
         exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
 
@@ -91,23 +90,26 @@ class TokenCounter:
         """The byte bound of a chat from the template's affine bound (:mod:`.affine`), no render, where it decides:
         at most ``bound_max``, or long past ``long_at`` by its fewest tokens; else None (render and count)."""
         template = self.template
-        if template is None or template.affine is None or not self.plain or "chat_template" in body:
+        if template is None or template.affine is None or not self.plain:
             return None
         messages = conversation(body.get("messages"), False, self.developer_role)
         rendered = template.affine.bytes(messages, {**template.special, **_context(body, kwargs)})
         if rendered is None:
             return None
-        extras = sum(self._bound(t) for t in _extra_texts(body, ("response_format",)))
-        bound = (rendered + self.added + extras) * fan_out(body)
-        if bound <= bound_max or (long_at is not None and bound // self.longest > long_at):
-            return Count(bound, "bound")
-        return None
+        text_bytes = rendered + self.added + sum(self._bound(t) for t in _extra_texts(body, ("response_format",)))
+        times = fan_out(body)
+        return Count(text_bytes * times, "bound") if self._settles(0, text_bytes, times, bound_max, long_at) else None
+
+    def _settles(self, ids: int, text_bytes: int, times: int, bound_max: int, long_at: int | None) -> bool:
+        """Whether a byte bound decides the request without an exact count: it is at most ``bound_max``, or even
+        the fewest tokens its bytes can make (``bytes // longest token``) are over ``long_at``."""
+        if (ids + text_bytes) * times <= bound_max:
+            return True
+        return long_at is not None and (ids + text_bytes // self.longest) * times > long_at
 
     def _chat(self, body: dict[str, Any], kwargs: dict[str, Any]) -> tuple[list[str], list[str], int]:
         if self.template is None:
             raise Uncountable("the model folder has no chat template")
-        if "chat_template" in body:
-            raise Uncountable("the request brings its own chat template")
         return self._renders(body, kwargs), _extra_texts(body, ("response_format",)), 0
 
     def _renders(self, body: dict[str, Any], kwargs: dict[str, Any]) -> list[str]:
@@ -128,8 +130,6 @@ class TokenCounter:
         return renders
 
     def _completion(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
-        if body.get("prompt_embeds") is not None:
-            raise Uncountable("prompt_embeds: the tokens of an embedding are not known")
         texts, ids = prompts(body.get("prompt"))
         return [], [*texts, *_extra_texts(body, ("suffix",))], ids
 
