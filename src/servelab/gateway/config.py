@@ -7,15 +7,17 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import validate
 
 
 class _Finite(BaseModel):
-    """Every number finite: an infinite timeout or lease in the config is refused, not taken."""
+    """Every number finite: an infinite timeout or lease in the config is refused, not taken; a key not declared here
+    is refused with the nearest one that is (core/known_keys.py), never left at its default."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
 class Upstream(_Finite):
@@ -52,6 +54,8 @@ class Policy(_Finite):
 
 
 class Keys(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     clients: list[str] = []  # empty: clients need no key
     admin: list[str] = []  # empty: the admin endpoints are refused
     metrics: list[str] = []  # set: /metrics and /readyz want one of these (or an admin key)
@@ -129,9 +133,4 @@ def load_config(path: Path) -> GatewayConfig:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
-    try:
-        return GatewayConfig.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"{path}: {where}: {first['msg']}", hint="see the gateway section of the README") from None
+    return validate(GatewayConfig, raw, str(path), hint="see the gateway section of the README")
