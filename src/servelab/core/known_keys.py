@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from servelab.core.errors import UsageError
 
 M = TypeVar("M", bound=BaseModel)
+NEAR_MISS = 0.85  # 'max_token', 'promt', 'mesages', 'conversation' are misspellings; 'output', 'id' are not
 CUTOFF = 0.75  # difflib's similarity for a suggestion: 'prefil_threshold_tokens' finds 'prefill_threshold_tokens'
 
 
@@ -54,9 +55,19 @@ def refuse_unknown(data: Mapping[str, Any], known: Collection[str], where: str, 
 def refuse_near_misses(data: Mapping[str, Any], known: Collection[str], where: str) -> None:
     """For records that carry their own metadata (a dataset line's ``id``, a trace's ``model``): a key that is not
     known but close to a known one is a misspelling and refused; any other key is the data's own and left alone."""
+    miss = near_miss(data, known)
+    if miss is not None:
+        raise unknown_key(where, miss[0], known)
+
+
+def near_miss(data: Mapping[str, Any], known: Collection[str]) -> tuple[str, str] | None:
+    """The first key of ``data`` that is not known but reads as a misspelling of a known one, with that one. The
+    bar is higher than a suggestion's (NEAR_MISS): a data file's own keys ('output', 'source') are not misspellings."""
     for key in data:
-        if key not in known and nearest(str(key), known) is not None:
-            raise unknown_key(where, str(key), known)
+        guess = None if key in known else nearest(str(key), known, NEAR_MISS)
+        if guess is not None:
+            return str(key), guess
+    return None
 
 
 def validate(model: type[M], data: Any, where: str, hint: str | None = None) -> M:

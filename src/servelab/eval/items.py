@@ -8,7 +8,9 @@ from importlib import resources
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import refuse_unknown
 
+ITEM_KEYS = ("id", "kind", "prompt", "answer", "category", "system", "max_tokens", "tools", "tests", "meta")
 KINDS = ("integer", "word", "json", "exact", "tool", "code", "needle", "replay")
 
 
@@ -47,10 +49,12 @@ def load_suite(name: str) -> list[Item]:
     if name not in builtin_suites():
         raise UsageError(f"no eval suite {name!r}", hint=f"one of {', '.join([*builtin_suites(), 'needle'])}")
     raw = json.loads((resources.files("servelab.eval.suites") / f"{name}.json").read_text())
+    refuse_unknown(raw, ("description", "items", "tools"), f"suite {name!r}")
     return [_item(name, entry, raw.get("tools", {})) for entry in raw["items"]]
 
 
 def _item(suite: str, entry: dict[str, Any], tools: dict[str, dict[str, Any]]) -> Item:
+    refuse_unknown(entry, ITEM_KEYS, f"suite {suite!r} item {entry.get('id')!r}")
     if entry.get("kind") not in KINDS:
         raise ValueError(f"{suite}/{entry.get('id')}: kind {entry.get('kind')!r} is not one of {KINDS}")
     return Item(

@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import refuse_near_misses
 from servelab.eval.items import Item
+
+TRACE_KEYS = ("messages", "tools")  # a trace's other keys (model, id) are its own; a misspelling of these is refused
 
 
 def load_traces(path: Path) -> list[Item]:
@@ -49,6 +52,8 @@ def _parse(text: str, path: Path) -> list[Any]:
 
 
 def _trace(trace: Any, path: Path, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if isinstance(trace, dict):
+        refuse_near_misses(trace, TRACE_KEYS, f"{path}: trace {n}")
     messages, tools = (trace.get("messages"), trace.get("tools", [])) if isinstance(trace, dict) else (trace, [])
     if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
         raise UsageError(f"{path}: trace {n} is not a list of messages with roles")

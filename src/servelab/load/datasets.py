@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import near_miss
 
 OnBad = Literal["stop", "skip"]
 ROLES = ("system", "user", "assistant")
-_OUTPUT_KEYS = ("max_tokens", "max_completion_tokens", "output_tokens", "output_len")
+_OUTPUT_KEYS = ("max_tokens", "max_completion_tokens", "max_new_tokens", "output_tokens", "output_len")
+# the keys a record is read from; another key is the data's own (an id, a source) unless it is a misspelling of one
+RECORD_KEYS = ("prompt", "text", "input", "messages", "conversations", *_OUTPUT_KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,9 @@ def prompt_of(record: Any) -> Prompt:
     """A record as a prompt; ValueError saying what it lacks."""
     if not isinstance(record, dict):
         raise ValueError(f"a record is a JSON object, not {type(record).__name__}")
+    miss = near_miss(record, RECORD_KEYS)
+    if miss is not None:
+        raise ValueError(f"unknown key {miss[0]!r}; did you mean {miss[1]!r}?")
     limit = _max_tokens(record)
     if isinstance(record.get("messages"), list):
         return Prompt(_messages(record["messages"]), limit)
@@ -126,6 +132,10 @@ def _sharegpt(turns: list[Any], limit: int | None) -> Prompt:
     return Prompt((("user", turns[human]["value"]),), limit, reply)
 
 
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 @dataclass(frozen=True, slots=True)
 class Synthetic:
     """``synthetic:IN:OUT`` with each a count or a range LOW-HIGH (uniform, seeded by the request's index)."""
@@ -150,11 +160,12 @@ def parse_synthetic(spec: str) -> Synthetic:
 
 
 def _span(text: str, what: str) -> tuple[int, int]:
-    low, _, high = text.partition("-")
-    try:
-        span = (int(low), int(high or low))
-    except ValueError:
-        raise UsageError(f"synthetic {what} tokens: {text!r} is not a count or LOW-HIGH") from None
+    """A count (``512``) or a range (``256-1024``), both ends given: ``100-`` is refused, never read as 100."""
+    low, dash, high = text.partition("-")
+    if not _digits(low) or (dash and not _digits(high)):
+        raise UsageError(f"synthetic {what} tokens: {text!r} is not a count or LOW-HIGH (both ends given)",
+                         hint="like synthetic:512:128 or synthetic:256-1024:64-256")  # fmt: skip
+    span = (int(low), int(high or low))
     if not 1 <= span[0] <= span[1]:
         raise UsageError(f"synthetic {what} tokens: {text!r} wants 1 <= LOW <= HIGH")
     return span

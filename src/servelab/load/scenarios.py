@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import nearest, refuse_unknown
 from servelab.load.datasets import OnBad, Prompt, Synthetic, parse_synthetic, read_dataset
 
+# the keys of a scenario in scenarios.json; one with a "base" takes only the keys it may override
+SPEC_KEYS = ("base", "description", "system", "history", "user", "max_tokens", "concurrency", "prefix_tokens", "cache")
+BASED_KEYS = ("base", "description", "max_tokens", "concurrency")
+CACHE_MODES = ("cold", "cold-then-warm")
+DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
 SEED_000 = ("code-chat", "character-chat", "studio-enhance", "concurrent-4")
 FILLER_WORDS = (
     "module",
@@ -113,9 +119,15 @@ def scenario_names() -> list[str]:
 
 
 def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]]) -> Scenario:
+    """A scenario of the table; a key it does not know is refused (a based one takes only the keys it overrides)."""
+    refuse_unknown(raw, BASED_KEYS if "base" in raw else SPEC_KEYS, f"scenario {name!r}")
+    if raw.get("cache", "cold") not in CACHE_MODES:
+        raise UsageError(f"scenario {name!r}: cache is one of {', '.join(CACHE_MODES)}, not {raw['cache']!r}")
     if "base" in raw:
+        if raw["base"] not in table:
+            raise UsageError(f"scenario {name!r}: no scenario {raw['base']!r} to base it on")
         base = _from_dict(raw["base"], table[raw["base"]], table)
-        overrides = {k: v for k, v in raw.items() if k in ("concurrency", "max_tokens", "description")}
+        overrides = {k: v for k, v in raw.items() if k != "base"}
         return replace(base, name=name, **overrides)
     return Scenario(
         name=name,
@@ -142,10 +154,18 @@ def load_scenario(spec: str, on_bad: OnBad = "stop") -> Scenario:
     if path.is_file():
         data = read_dataset(path, on_bad)
         return Scenario(name=path.stem, description=f"prompts from {path}", prompts=data.prompts, notes=data.skipped)
-    raise UsageError(
-        f"unknown scenario {spec!r}",
-        hint=f"built in: {', '.join(table)}; synthetic:IN:OUT; or a .jsonl / ShareGPT file of prompts",
-    )
+    raise _not_a_scenario(spec, path, list(table))
+
+
+def _not_a_scenario(spec: str, path: Path, names: list[str]) -> UsageError:
+    """What ``spec`` was meant to be, said: a file that is not there, a folder, or a name like a built-in one."""
+    if path.is_dir():
+        return UsageError(f"{spec} is a folder, not a file of prompts", hint="give the .jsonl or ShareGPT file itself")
+    if "/" in spec or path.suffix.lower() in DATA_SUFFIXES:
+        return UsageError(f"file not found: {spec}", hint="a .jsonl / ShareGPT file of prompts, by its path")
+    guess = nearest(spec, [*names, "seed-000"])
+    said = f"unknown scenario {spec!r}" + (f"; did you mean {guess!r}?" if guess else "")
+    return UsageError(said, hint=f"built in: {', '.join(names)}; synthetic:IN:OUT; or a .jsonl / ShareGPT file")
 
 
 def expand(specs: list[str], on_bad: OnBad = "stop") -> list[Scenario]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import refuse_unknown
 from servelab.eval.repair.harvest import HarvestRules
 
 
@@ -55,6 +56,10 @@ def _node_ids(folder: Path, prefix: str) -> list[str]:
     return out
 
 
+# the keys of task.json (a key not here is refused with the nearest that is)
+TASK_KEYS = ("name", "description", "instructions", "tests_dir", "traps", "broken_fails", "editable", "harvest")
+
+
 def tasks_root() -> Path:
     return Path(str(resources.files("servelab.eval.repair") / "tasks"))
 
@@ -67,7 +72,17 @@ def load_task(name_or_path: str) -> Task:
     root = Path(name_or_path) if "/" in name_or_path else tasks_root() / name_or_path
     if not (root / "task.json").is_file():
         raise UsageError(f"no repo task {name_or_path!r}", hint=f"one of {', '.join(builtin_tasks())}, or a folder")
-    raw = json.loads((root / "task.json").read_text())
+    where = str(root / "task.json")
+    try:
+        raw = json.loads((root / "task.json").read_text())
+    except ValueError as exc:
+        raise UsageError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where} is a JSON object, not {type(raw).__name__}")
+    refuse_unknown(raw, TASK_KEYS, where)
+    for key in ("name", "instructions"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise UsageError(f"{where}: {key!r} is required, as text")
     tests_dir = raw.get("tests_dir", "tests")
     return Task(
         name=raw["name"],
@@ -86,8 +101,8 @@ def _rules(root: Path, tests_dir: str, raw: dict[str, Any]) -> HarvestRules:
     )
     known = {f.name for f in fields(HarvestRules)} - {"editable"}
     extra = raw.get("harvest", {})
-    unknown = set(extra) - known
-    if unknown or any(e.startswith((".", "/")) or ".." in e or e == tests_dir for e in editable):
-        raise UsageError(f"task {raw.get('name')!r}: bad editable paths or harvest fields", hint=str(sorted(unknown)))
+    refuse_unknown(extra, known, f"task {raw.get('name')!r}", section="harvest")
+    if any(e.startswith((".", "/")) or ".." in e or e == tests_dir for e in editable):
+        raise UsageError(f"task {raw.get('name')!r}: bad editable paths", hint="folders or files inside repo/")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in extra.items()}
     return HarvestRules(editable=tuple(editable), **values)
