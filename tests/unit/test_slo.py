@@ -22,7 +22,7 @@ def rec(ttft: float, gap: float, tokens: int = 11, error: ErrorClass | None = No
 
 
 def test_parse() -> None:
-    assert parse_slo("ttft=300ms,itl=50ms") == SLO(ttft_ms=300, tpot_ms=50)
+    assert parse_slo("ttft=300ms,itl=50ms") == SLO(ttft_ms=300, itl_ms=50)
     assert parse_slo("e2e=2s", attainment=0.99) == SLO(e2e_ms=2000, attainment=0.99)
     for bad in ("ttft", "speed=3ms", "ttft=fast", ""):
         with pytest.raises(UsageError):

@@ -43,7 +43,7 @@ def test_the_openai_variables_fill_in_what_is_not_given() -> None:
         (["a=http://h:1"], ["a=m1", "a=m2"], [], {}, "--model given twice for a"),
         (["a=http://h:1"], ["a="], [], {}, "gives nothing"),
         (["a"], [], [], {}, "NAME=URL"),
-        ([], [], [], {"OPENAI_BASE_URL": "api.example.com"}, "OPENAI_BASE_URL wants a URL"),
+        ([], [], [], {"OPENAI_BASE_URL": "api.example.com"}, "OPENAI_BASE_URL: .api.example.com. has no scheme"),
     ],
 )
 def test_bad_target_arguments_are_said(

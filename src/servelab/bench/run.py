@@ -375,7 +375,7 @@ def _goodput(records: Sequence[RequestRecord], slo: SLO | None) -> Goodput | Non
     window = active_window_ns([r for r in records if r.ok]) / 1e9
     met = sum(slo.good(r) for r in records)
     return Goodput(
-        slo={"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2e_ms": slo.e2e_ms},
+        slo=slo.limits(),
         met=met,
         requests_per_s=met / window if window else 0.0,
     )

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import nearest
 from servelab.core.records import RequestRecord
-from servelab.core.summary import e2e_ms, tpot_ms, ttft_ms
+from servelab.core.summary import e2e_ms, inter_chunk_gaps_ms, tpot_ms, ttft_ms
 
 _UNITS = {"ms": 1.0, "s": 1000.0}
-_KEYS = {"ttft": "ttft", "itl": "tpot", "tpot": "tpot", "e2e": "e2e"}
+# itl bounds every gap between a request's chunks, the per-gap inter-token latency GuideLLM and vllm bench report as
+# ITL; tpot bounds the request's mean time per output token (vllm bench's goodput tpot). Two limits, never one.
+_KEYS = ("ttft", "itl", "tpot", "e2e")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,15 +22,17 @@ class SLO:
     """Limits in milliseconds per request; ``attainment`` is the share of requests that must be good."""
 
     ttft_ms: float | None = None
-    tpot_ms: float | None = None  # "itl=": the request's mean gap between tokens
+    tpot_ms: float | None = None  # "tpot=": the request's mean time per output token after the first
     e2e_ms: float | None = None
     attainment: float = 0.9
+    itl_ms: float | None = None  # "itl=": every gap between the request's chunks (its longest within the limit)
 
     def good(self, record: RequestRecord) -> bool:
         """Errors are never good (goodput counts them as failures)."""
         if not record.ok:
             return False
-        checks = ((self.ttft_ms, ttft_ms(record)), (self.tpot_ms, tpot_ms(record)), (self.e2e_ms, e2e_ms(record)))
+        checks = ((self.ttft_ms, ttft_ms(record)), (self.tpot_ms, tpot_ms(record)), (self.e2e_ms, e2e_ms(record)),
+                  (self.itl_ms, _longest_gap(record)))  # fmt: skip
         return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
 
     def attained(self, records: Sequence[RequestRecord]) -> float:
@@ -35,23 +41,45 @@ class SLO:
     def met(self, records: Sequence[RequestRecord]) -> bool:
         return bool(records) and self.attained(records) >= self.attainment
 
+    def limits(self) -> dict[str, float | None]:
+        """The limits as stored with a run (``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``)."""
+        return {"ttft_ms": self.ttft_ms, "itl_ms": self.itl_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}
+
+
+def _longest_gap(record: RequestRecord) -> float | None:
+    """A request with one chunk has no gap: nothing to hold against an ITL limit (0)."""
+    return max(inter_chunk_gaps_ms(record), default=0.0) if record.chunk_ns else None
+
 
 def parse_slo(text: str, attainment: float = 0.9) -> SLO:
-    """'ttft=300ms,itl=50ms' → SLO(ttft_ms=300, tpot_ms=50)."""
+    """'ttft=300ms,itl=50ms' → SLO(ttft_ms=300, itl_ms=50); each limit a positive finite time, each key once."""
     limits: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
+        key, sep, value = (x.strip() for x in part.partition("="))
         if not sep or key not in _KEYS:
-            raise UsageError(f"cannot read SLO {part!r}", hint="like ttft=300ms,itl=50ms,e2e=5s")
-        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if value.endswith(u)), "ms")
-        number = value.removesuffix(unit)
-        try:
-            limits[_KEYS[key]] = float(number) * _UNITS[unit]
-        except ValueError:
-            raise UsageError(f"cannot read a time from {value!r}", hint="like 300ms or 2s") from None
+            guess = nearest(key, _KEYS) if sep else None
+            said = f"cannot read SLO {part!r}" + (f": unknown limit {key!r}; did you mean {guess!r}?" if guess else "")
+            raise UsageError(said, hint="limits ttft, itl (every gap), tpot (the mean), e2e: like ttft=300ms,itl=50ms")
+        if key in limits:
+            raise UsageError(f"SLO {text!r} gives {key} twice", hint="one limit per key")
+        limits[key] = _time_ms(value, key)
     if not limits:
         raise UsageError("an SLO needs at least one limit", hint="like ttft=300ms,itl=50ms")
-    return SLO(limits.get("ttft"), limits.get("tpot"), limits.get("e2e"), attainment)
+    if not 0 < attainment <= 1 or not math.isfinite(attainment):
+        raise UsageError(f"the SLO attainment is a share above 0 and at most 1, not {attainment:g}", hint="like 0.9")
+    get = limits.get
+    return SLO(ttft_ms=get("ttft"), tpot_ms=get("tpot"), e2e_ms=get("e2e"), attainment=attainment, itl_ms=get("itl"))
+
+
+def _time_ms(value: str, key: str) -> float:
+    unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if value.endswith(u)), "ms")
+    try:
+        ms = float(value.removesuffix(unit)) * _UNITS[unit]
+    except ValueError:
+        raise UsageError(f"SLO {key}: cannot read a time from {value!r}", hint="like 300ms or 2s") from None
+    if not math.isfinite(ms) or ms <= 0:
+        raise UsageError(f"SLO {key}: a limit is a time above 0, not {value!r}", hint="like 300ms or 2s")
+    return ms
 
 
 @dataclass

@@ -66,8 +66,10 @@ def bench(
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
     warmup: int = typer.Option(1, "--warmup", min=0, max=100_000, help="Unrecorded requests before each step."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Override output tokens."),
-    prefix_tokens: int | None = typer.Option(None, "--prefix-tokens", help="Override a long-prefix scenario's length."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Override output tokens."),
+    prefix_tokens: int | None = typer.Option(
+        None, "--prefix-tokens", min=0, help="Override a long-prefix scenario's length."
+    ),
     duration: float | None = typer.Option(None, "--duration", help="Stop scheduling after this many seconds."),
     order: str = typer.Option("interleaved", "--order", help="interleaved (scenario by scenario) or sequential."),
     unique: bool = typer.Option(
@@ -143,6 +145,7 @@ def bench(
     good = parse_slo(goodput) if goodput else None
     if slo:
         parse_slo(slo, slo_attainment)  # refused here, before any server is asked
+    scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")  # refused before any server is asked
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests,
@@ -158,7 +161,6 @@ def bench(
         workers=workers,
     )
     bar = steps(not json_out)
-    scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
     if levels:
         scenarios = at_levels(scenarios, levels)
     if rates:

@@ -54,7 +54,7 @@ def check(
     alongside: list[str] = typer.Option([], "--alongside", help="A co-tenant's peak memory, NAME=SIZE; repeat."),
     suite: str = typer.Option("quick", "--suite", help="Eval suites: quick or full."),
     skip: list[str] = typer.Option([], "--skip", help=f"Skip a step: {', '.join(STEPS)}; repeat."),
-    max_tokens: int = typer.Option(64, "--max-tokens", help="Output tokens per bench request."),
+    max_tokens: int = typer.Option(64, "--max-tokens", min=1, help="Output tokens per bench request."),
     out: Path | None = typer.Option(None, "--out", help="Where to write the report (default beside the store)."),
     keep_engine: bool = typer.Option(False, "--keep-engine", help="Leave the embedded engine running."),
     store: Path | None = StoreOption,

@@ -45,6 +45,7 @@ from servelab.coexist import (
     with_baselines,
 )
 from servelab.core.errors import UsageError
+from servelab.core.urls import check_url
 from servelab.report import plot_intervals
 
 # The stand-in's sizes: "0.6b" is shaped like a 0.6B streaming TTS decoder (28 layers of 1024); "small" fits a CPU.
@@ -79,7 +80,7 @@ def _probe(kind: str, size: str, sharing: dict[str, Any], audio: dict[str, Any],
             raise UsageError("--probe http needs --tts-url URL (an endpoint that streams WAV or PCM)")
         pcm = AudioFormat(sample_rate=audio["sample_rate"])
         return HttpAudioProbe(
-            audio["url"],
+            check_url(audio["url"], "--tts-url"),
             audio_format=audio["format"],
             pcm=pcm,
             period_s=audio["period"],
@@ -129,7 +130,7 @@ def coexist(
         "--tts-body",
         help='--probe http: extra request fields as a JSON object, like \'{"language": "English"}\'.',
     ),
-    sample_rate: int = typer.Option(24000, "--sample-rate", help="--probe http with pcm: samples per second."),
+    sample_rate: int = typer.Option(24000, "--sample-rate", min=1, help="--probe http with pcm: samples per second."),
     conditions: str | None = typer.Option(
         None,
         "--conditions",

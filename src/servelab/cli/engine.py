@@ -45,7 +45,7 @@ def start_with_progress(engine: EmbeddedEngine) -> EngineState:
 def up(
     port: int | None = PortOption,
     kind: str = EngineOption,
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for /health."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="Seconds to wait for /health."),
     json_out: bool = JsonOption,
 ) -> None:
     """Start the engine (or reuse the running one) and wait until /health answers."""

@@ -13,7 +13,7 @@ from servelab.gateway import load_config
 def gateway(
     config: Path = typer.Option(..., "--config", help="gateway.toml: upstreams, policy, keys, limits."),
     host: str | None = typer.Option(None, "--host", help="Listen address (overrides the config)."),
-    port: int | None = typer.Option(None, "--port", help="Listen port (overrides the config)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Listen port (overrides the config)."),
     workers: int | None = typer.Option(
         None,
         "--workers",

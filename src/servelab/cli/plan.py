@@ -56,11 +56,13 @@ def plan(
         "--kv-pool",
         help="A fixed KV memory (vLLM --kv-cache-memory-bytes, or VLLM_CPU_KVCACHE_SPACE for its CPU build).",
     ),
-    block_size: int | None = typer.Option(None, "--block-size", help="KV block size (vLLM: 16 on GPU, 128 on CPU)."),
+    block_size: int | None = typer.Option(
+        None, "--block-size", min=1, help="KV block size (vLLM: 16 on GPU, 128 on CPU)."
+    ),
     allow_long: bool = typer.Option(
         False, "--allow-long-context", help="Plan a --context beyond the model's maximum (vLLM needs an override)."
     ),
-    batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", help="vLLM's per-step token budget."),
+    batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1, help="vLLM's per-step token budget."),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel GPUs (the plan is per GPU)."),
     eager: bool = typer.Option(False, "--enforce-eager", help="vLLM without CUDA graphs (no graph memory)."),
     engine_args: str | None = typer.Option(

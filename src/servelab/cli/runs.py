@@ -23,7 +23,9 @@ def _when(ts: float | None) -> str:
 
 @app.command("list")
 def list_runs(
-    store: Path | None = StoreOption, limit: int = typer.Option(20, help="Newest N runs."), json_out: bool = JsonOption
+    store: Path | None = StoreOption,
+    limit: int = typer.Option(20, min=1, help="Newest N runs."),
+    json_out: bool = JsonOption,
 ) -> None:
     """The newest runs, one line each."""
     with open_store(store) as db:

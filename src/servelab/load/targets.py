@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servelab.core.errors import ServelabError, UsageError
+from servelab.core.urls import check_url
 from servelab.engines.control import EngineAPI, Served
 from servelab.load.runner import Target
 
@@ -28,9 +29,11 @@ class TargetSpec:
 def parse_target(spec: str) -> tuple[str, str]:
     """``NAME=URL`` → (name, url), with a clear message for anything else."""
     name, sep, url = spec.partition("=")
-    if not sep or not name or not url.startswith(("http://", "https://")):
-        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {spec!r}")
-    return name, url
+    if not sep or not name:
+        given = "a URL without a name" if "://" in spec else repr(spec)
+        raise UsageError(f"--target wants NAME=URL (like local=http://127.0.0.1:8000), got {given}",
+                         hint=f"like mine={spec}" if "://" in spec and not sep else None)  # fmt: skip
+    return name, check_url(url, f"--target {name}")
 
 
 def target_specs(
@@ -45,8 +48,7 @@ def target_specs(
     pairs = [parse_target(t) for t in targets]
     if not pairs and env.get(ENV_URL):
         pairs = [(ENV_TARGET, env[ENV_URL])]
-        if not pairs[0][1].startswith(("http://", "https://")):
-            raise UsageError(f"{ENV_URL} wants a URL, got {pairs[0][1]!r}")
+        check_url(pairs[0][1], ENV_URL)
     names = [n for n, _ in pairs]
     if len(set(names)) < len(names):
         raise UsageError(f"two targets share a name: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")

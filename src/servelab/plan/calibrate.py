@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from servelab.core.errors import UsageError
+from servelab.core.urls import check_url
 from servelab.engines.control import METRICS, EngineAPI
 from servelab.engines.prometheus import info_labels, parse_exposition
 from servelab.plan.engine_args import EngineArgs, engine_args_from_log
@@ -106,14 +107,16 @@ def reported_from_metrics(text: str, source: str = "/metrics") -> Reported:
 
 
 def read_reported(where: str) -> Reported:
-    if where.startswith(("http://", "https://")):
-        api = EngineAPI(where)
+    if "://" in where:
+        api = EngineAPI(check_url(where, "--calibrate"))
         try:
             text = api.metrics_text()
         except httpx.HTTPError as exc:
             raise UsageError(f"cannot read {api.root}{METRICS}: {exc}") from exc
         return reported_from_metrics(text, api.root + METRICS)
     path = Path(where)
+    if not path.is_file():
+        raise UsageError(f"--calibrate: no file {where!r}", hint="a running vLLM's URL (http://host:8000) or its log")
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rt", errors="replace") as handle:

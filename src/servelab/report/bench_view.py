@@ -154,7 +154,7 @@ def bottleneck_line(step: Step) -> str:
 
 
 def _slo_text(search: SloSearch) -> str:
-    names = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+    names = (("ttft_ms", "TTFT"), ("itl_ms", "every ITL gap"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
     limits = [f"{label} <= {search.slo[k]:g} ms" for k, label in names if search.slo.get(k)]
     share = search.slo.get("attainment")
     return ", ".join(limits) + (f" for {share:.0%} of requests" if isinstance(share, float) else "")
