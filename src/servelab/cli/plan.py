@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 
 import typer
@@ -18,14 +19,14 @@ from servelab.plan import (
     compare_with,
     engine_request,
     gpu,
-    make_plan,
     parse_alongside,
     parse_size,
     parse_tokens,
-    preset_names,
+    plan_model,
     read_reported,
     resolve_model,
 )
+from servelab.plan.listing import gpus, presets
 
 
 def plan(
@@ -36,7 +37,9 @@ def plan(
     ),
     gpu_key: str = typer.Option("h100-80gb", "--gpu", help=f"One of: {', '.join(GPUS)}."),
     gpu_mem: str | None = typer.Option(None, "--gpu-mem", help="GPU memory instead of --gpu, like 96GiB."),
-    context: str = typer.Option("32k", "--context", help="Tokens per session (max_model_len), like 64k."),
+    context: str | None = typer.Option(
+        None, "--context", help="Tokens per session (max_model_len), like 64k (default: 32k, or the model's maximum)."
+    ),
     concurrency: int = typer.Option(
         1, "--concurrency", min=1, max=1 << 24, help="Concurrent sessions at that context."
     ),
@@ -88,7 +91,7 @@ def plan(
         gpu_name=card.key if card else f"{gpu_mem} GPU",
         gpu_bytes=parse_size(gpu_mem) if gpu_mem else card.memory_bytes,  # type: ignore[union-attr]
         bandwidth_gbs=card.bandwidth_gbs if card else None,
-        context=parse_tokens(context),
+        context=parse_tokens(context) if context else 0,  # 0: the model's, planned in plan_model
         concurrency=concurrency,
         quant=quant.lower() if quant else None,
         kv_dtype=kv_dtype.lower(),
@@ -108,7 +111,7 @@ def plan(
     reported = read_reported(calibrate) if calibrate else None
     request = engine_request(request, engine_args, reported)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
-    result = make_plan(resolved, request)
+    request, result = plan_model(resolved, request)
     comparison = compare_with(resolved, request, result, reported) if reported else None
     if json_out:
         data = result.to_dict()
@@ -124,42 +127,91 @@ def plan(
 
 
 def show_comparison(c: Comparison, p: Plan) -> None:
+    """Each figure the engine reported beside the plan's prediction of it, with the difference (predicted less
+    reported, and as a share of what was reported)."""
     r = c.reported
-    table = Table("calibration", "predicted", "reported", title=f"beside {r.source}", title_justify="left")
+    table = Table("figure", "predicted", "reported", "difference", title=f"beside {r.source}", title_justify="left")
     parts = p.overhead_parts
     for label, mine, theirs in (("weights", p.weights.bytes, r.weights_bytes),
                                 ("activation peak (profile run)", parts.get("activation"), r.torch_peak_bytes),
                                 ("non-torch memory", parts.get("non_torch"), r.non_torch_bytes),
                                 ("CUDA-graph estimate", parts.get("cudagraphs"), r.cudagraph_bytes),
-                                ("compute buffers", parts.get("activation"), r.compute_buffer_bytes)):  # fmt: skip
+                                ("compute buffers", parts.get("activation"), r.compute_buffer_bytes),
+                                ("KV memory", c.predicted_pool_bytes, r.available_bytes)):  # fmt: skip
         if theirs is not None and mine is not None:
-            table.add_row(label, _gib(mine), _gib(theirs))
-    if r.available_bytes is not None:
-        table.add_row("KV memory", _gib(c.predicted_pool_bytes), _gib(r.available_bytes))
+            table.add_row(label, _gib(mine), _gib(theirs), _difference(mine, theirs, _gib))
     if r.num_blocks is not None:
-        table.add_row("blocks", "-", f"{r.num_blocks:,} x {r.block_size}")
-    same = f"{c.predicted_tokens_same_pool:,}" if c.predicted_tokens_same_pool is not None else "-"
-    table.add_row("KV cache size, same KV memory", same, f"{r.tokens:,}" if r.tokens else "-")
-    table.add_row("KV cache size, planned KV memory", f"{c.predicted_tokens:,}", f"{r.tokens:,}" if r.tokens else "-")
+        table.add_row("blocks", "-", f"{r.num_blocks:,} x {r.block_size}", "-")
+    for label, tokens in (("KV cache size, same KV memory", c.predicted_tokens_same_pool),
+                          ("KV cache size, planned KV memory", c.predicted_tokens)):  # fmt: skip
+        table.add_row(label, f"{tokens:,}" if tokens is not None else "-", f"{r.tokens:,}" if r.tokens else "-",
+                      _difference(tokens, r.tokens, lambda n: f"{n:,.0f}"))  # fmt: skip
     if c.rules_error_blocks is not None:
         table.caption = f"capacity rules off by {c.rules_error_blocks:+.2f} blocks of {c.tokens_per_block} tokens"
     console().print(table)
 
 
+def _difference(mine: float | None, theirs: float | None, shown: Callable[[float], str]) -> str:
+    """``+0.12 GiB (+1.3%)``: predicted less reported; a share only where the reported figure is not 0."""
+    if mine is None or theirs is None:
+        return "-"
+    sign = "+" if mine >= theirs else "-"
+    share = f" ({(mine - theirs) / theirs:+.1%})" if theirs else ""
+    return f"{sign}{shown(abs(mine - theirs))}{share}"
+
+
 def _list_presets(json_out: bool) -> None:
-    names = preset_names()
+    found, cards = presets(), gpus()
     if json_out:
-        print_json(names)
+        print_json({"presets": [asdict(p) for p in found], "gpus": [asdict(g) for g in cards]})
         return
-    for name in names:
-        console().print(name)
+    table = Table(title="presets", title_justify="left")
+    for header in ("preset", "parameters", "architecture", "context", "weights"):
+        wraps = header == "architecture"  # the rest whole, never cut; a long model_type folds
+        table.add_column(header, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis")
+    for p in found:
+        active = f"\n{p.active_params / 1e9:,.1f}B active" if p.active_params < p.total_params else ""
+        context = f"{p.max_context:,}" if p.max_context else "-"
+        table.add_row(p.name, f"{p.total_params / 1e9:,.1f}B{active}", p.architecture, context, p.quantization)
+    console().print(table)
+    cards_table = Table("--gpu", "card", "memory", "bandwidth", title="GPUs", title_justify="left")
+    for g in cards:
+        cards_table.add_row(g.key, g.name, f"{g.memory_gib:,.1f} GiB", f"{g.bandwidth_gbs:,.0f} GB/s")
+    console().print(cards_table)
 
 
-SETTING = {"sglang": "mem_fraction_static (of free memory)", "llamacpp": "share of the GPU used"}
+SETTING = {"sglang": "mem_fraction_static (of free memory)"}
+ROWS = ("weights", "engine overhead (modelled)", "KV / state pool")
+LLAMACPP_ROWS = ("model buffer (-ngl 999)", "compute buffer (modelled)", "KV buffer (-c cells)")
 
 
 def _gib(value: float) -> str:
     return f"{value / GIB:,.2f} GiB" if value >= GIB else f"{value / 2**20:,.2f} MiB"
+
+
+def _budget_table(p: Plan) -> Table:
+    """The memory budget in the engine's own terms: llama.cpp's buffers and what they take, else the memory
+    fraction the engine is given."""
+    llamacpp = p.engine == "llamacpp"
+    rows = LLAMACPP_ROWS if llamacpp else ROWS
+    table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
+    table.add_row(rows[0], f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
+    table.add_row(rows[1], f"{_gib(p.overhead_bytes)}  [dim]{p.overhead_detail}[/]")
+    table.add_row(rows[2], _gib(p.kv_pool_bytes))
+    table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
+    if llamacpp:
+        used, room = (
+            p.weights.bytes + p.overhead_bytes + p.kv_pool_bytes,
+            p.gpu_bytes - p.cotenant_bytes - p.headroom_bytes,
+        )
+        table.add_row("buffers, all three", f"{_gib(used)} of the {_gib(room)} left beside the co-tenants")
+        return table
+    util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
+    table.add_row(
+        SETTING.get(p.engine, "gpu_memory_utilization"),
+        f"{p.util_chosen:.2f} (needs >= {util_min}, co-tenants allow <= {p.util_max:.2f})",
+    )
+    return table
 
 
 def show_plan(p: Plan) -> None:
@@ -168,17 +220,7 @@ def show_plan(p: Plan) -> None:
     out.print(f"[bold {colour}]{p.model}: {p.verdict}[/]")
     for reason in p.reasons:
         out.print(f"  [red]-[/] {reason}")
-    table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
-    table.add_row("weights", f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
-    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}  [dim]{p.overhead_detail}[/]")
-    table.add_row("KV / state pool", _gib(p.kv_pool_bytes))
-    table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
-    util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
-    table.add_row(
-        SETTING.get(p.engine, "gpu_memory_utilization"),
-        f"{p.util_chosen:.2f} (needs >= {util_min}, co-tenants allow <= {p.util_max:.2f})",
-    )
-    out.print(table)
+    out.print(_budget_table(p))
     cache = Table("cache", "value", title_justify="left")
     cache.add_row("parameters", f"{p.total_params / 1e9:,.2f}B total, {p.active_params / 1e9:,.2f}B active")
     cache.add_row("KV per token (growing layers)", f"{p.kv_bytes_per_token / 1024:,.2f} KiB")
@@ -201,3 +243,10 @@ def show_plan(p: Plan) -> None:
     out.print(f"[bold]command:[/] {p.command}")
     for note in p.notes:
         out.print(f"[dim]note: {note}[/]")
+    if p.suggestions:
+        out.print("[bold]what would fit[/] (each planned again with one change):")
+    elif not p.fits:
+        out.print(f"no single change fits on {p.gpu}: not an 8-bit KV cache, a smaller --quant, a shorter --context "
+                  "nor fewer sessions (planned again with each)")  # fmt: skip
+    for way in p.suggestions:
+        out.print(f"  {way}")

@@ -9,9 +9,11 @@ from servelab.plan.quant import GIB, QUANTS
 from servelab.plan.request import engine_request, with_engine_args
 from servelab.plan.resolve import preset_names, resolve_model
 from servelab.plan.spec import CacheLayer, ModelSpec, UnknownArchitecture
+from servelab.plan.suggest import DEFAULT_CONTEXT, plan_model
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
 
 __all__ = [
+    "DEFAULT_CONTEXT",
     "GIB",
     "GPUS",
     "QUANTS",
@@ -31,6 +33,7 @@ __all__ = [
     "parse_engine_args",
     "parse_size",
     "parse_tokens",
+    "plan_model",
     "preset_names",
     "read_reported",
     "resolve_model",

@@ -8,6 +8,7 @@ from typing import Any
 
 from servelab.core.errors import UsageError
 from servelab.core.results import PlanFigures, PlanRun
+from servelab.plan import llamacpp_terms
 from servelab.plan.calibrate import Comparison, Reported
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
@@ -20,6 +21,7 @@ from servelab.plan.engines import (
     sglang_capacity,
     vllm_capacity,
 )
+from servelab.plan.llamacpp_terms import Buffers
 from servelab.plan.overhead import EngineShape, Overhead, vllm_overhead
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
@@ -105,6 +107,7 @@ class Plan:
     decode: DecodeCeiling
     command: str
     notes: list[str]
+    suggestions: list[str] = field(default_factory=list)  # what would fit, each re-planned (plan/suggest.py)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -266,8 +269,13 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     util_min = _util_ceil(util_min_raw) if util_min_raw <= 1 else None
     chosen = req.gpu_memory_utilization or (util_min if util_min is not None and util_min <= util_max else util_max)
     pool = req.kv_pool_bytes or max(0, int(chosen * base) - weights.bytes - overhead)
+    if req.engine == "llamacpp":  # its KV buffer is -c cells, allocated whole: no fraction to choose
+        pool = req.kv_pool_bytes or need_pool
     capacity = _capacity(resolved, req, pool)
     fits, reasons = _judge(req, weights, overhead, util_min, util_max, chosen, capacity)
+    buffers = Buffers(weights.bytes, pool, overhead, req.gpu_bytes - cotenants - req.headroom)
+    if req.engine == "llamacpp":
+        fits, reasons = buffers.fits, llamacpp_terms.reasons(buffers, req.context, req.concurrency)
     most = None  # what the card holds at the most the co-tenants allow, where that is more than chosen
     if not req.kv_pool_bytes and util_max > chosen + 1e-9:
         most = _capacity(resolved, req, max(0, int(util_max * base) - weights.bytes - overhead)).max_sequences
@@ -276,7 +284,9 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         gpu=req.gpu_name,
         engine=req.engine,
         fits=fits,
-        verdict=_verdict(req, fits, capacity, chosen, (most, util_max)),
+        verdict=llamacpp_terms.verdict(buffers, capacity, req.context, req.concurrency, req.gpu_name)
+        if req.engine == "llamacpp"
+        else _verdict(req, fits, capacity, chosen, (most, util_max)),
         reasons=reasons,
         weights=weights,
         overhead_bytes=overhead,

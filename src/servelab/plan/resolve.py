@@ -131,8 +131,11 @@ def resolve_model(model: str, overrides: Mapping[str, Any] | None = None) -> Res
         spec = _spec(config, model, meta.get("source", ""), overrides)
         return Resolved(spec, meta, model_id=str(config.get("_name_or_path") or model))
     path = Path(model).expanduser()
+    if path.is_file() and path.name == "config.json":
+        path = path.parent  # a model's config.json is its folder: named by it, served from it
     if path.is_dir() and (path / "config.json").is_file():
-        spec = _spec(_read_json(path / "config.json"), path.name, str(path), overrides)
+        name = path.resolve().name
+        spec = _spec(_read_json(path / "config.json"), name, str(path), overrides)
         return Resolved(spec, {}, *local_weights(path), model_id=str(path))
     if path.is_file():
         return Resolved(_spec(_read_json(path), path.stem, str(path), overrides))
