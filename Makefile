@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: check test lint venv clean engine-down system-deps llama-server
+.PHONY: check test lint venv clean engine-down system-deps sandbox-deps llama-server
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.embedded
 venv: $(VENV)/.embedded
 
 ## check: start the embedded engine, run the main job, store the run, stop the engine
-check: $(VENV)/.embedded
+check: $(VENV)/.embedded sandbox-deps
 	$(BIN)/servelab check
 
 lint: $(VENV)/.dev
@@ -43,6 +43,14 @@ system-deps:
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap redis-server espeak-ng chromium cmake g++ >/dev/null; } || \
 	  echo "missing: apt-get install bubblewrap redis-server espeak-ng chromium cmake g++ (the sandbox, gateway-replica, TTS-probe, report and llama.cpp tests need them)"
+
+# bubblewrap alone, with `make check`: the sandbox `servelab eval --suite code` and repo-repair run model-written
+# code in (check's own eval does not run code, but the next command a new user tries does).
+sandbox-deps:
+	@command -v bwrap >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	  echo "missing: apt-get install bubblewrap (the eval sandbox: code and repo-repair evals say so without it)"
 
 ## llama-server: llama.cpp's C++ server from the llama-cpp-python sdist, built once into ~/.cache/servelab
 llama-server: $(VENV)/.embedded system-deps
