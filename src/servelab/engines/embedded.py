@@ -85,6 +85,18 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def log_last_line(path: Path, width: int = 60) -> str:
+    """What the engine last logged, shortened to ``width`` (its own words for the phase it is in)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 4096))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return "no log yet"
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "no log yet")
+    return last if len(last) <= width else last[: width - 1] + "…"
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -271,7 +283,7 @@ class EmbeddedEngine:
                     f"{log_tail(s.log_path)}"
                 )
             if progress:
-                progress(f"starting {self.label}", elapsed)
+                progress(f"starting {self.label}: {log_last_line(s.log_path)}", elapsed)
             time.sleep(1.0)
 
     def _stop_pid(self, pid: int, grace_s: float = 15.0) -> None:
