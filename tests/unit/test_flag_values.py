@@ -44,6 +44,17 @@ BENCH = ["bench", "--target", "x=http://127.0.0.1:9"]  # port 9 (discard): never
             ["gateway", "--config", "g.toml", "--port", "70000"],
             "Invalid value for '--port': Input should be less than or equal to 65535",
         ),
+        (["plan", "llama-3.1-8b", "--engine", "llama.cpp"], "unknown engine 'llama.cpp'; did you mean 'llamacpp'?"),
+        (["plan", "llama-3.1-8b", "--quant", "int-4"], "unknown quantization 'int-4'; did you mean 'int4'?"),
+        (["plan", "llama-3.1-8b", "--kv-dtype", "fp-8"], "unknown KV cache dtype 'fp-8'; did you mean 'fp8'?"),
+        (["plan", "llama-3.1-8b", "--gpu", "h10-80gb"], "unknown GPU 'h10-80gb'; did you mean 'h100-80gb'?"),
+        (["plan", "lama-3.1-8b"], "did you mean 'llama-3.1-8b'?"),
+        (
+            ["plan", "llama-3.1-8b", "--headroom", "-5GiB"],
+            "a size is a finite amount of memory, 0 or more, not '-5GiB'",
+        ),
+        (["plan", "llama-3.1-8b", "--alongside", "tts=infGiB"], "a size is a finite amount of memory"),
+        (["plan", "llama-3.1-8b", "--gpu-mem", "0GiB"], "--gpu-mem '0GiB' is no GPU's memory"),
         (["runs", "list", "--limit", "0"], "'--limit': Input should be greater than or equal to 1"),
     ],
 )

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from servelab.cli._common import JsonOption, console, finite, print_json
+from servelab.core.errors import UsageError
 from servelab.plan import (
     GIB,
     GPUS,
@@ -16,6 +17,7 @@ from servelab.plan import (
     Comparison,
     Plan,
     PlanRequest,
+    check_engine,
     compare_with,
     engine_request,
     gpu,
@@ -86,7 +88,10 @@ def plan(
     if model == "list":
         _list_presets(json_out)
         return
+    check_engine(engine)  # before anything is read: a typo is said at once
     card = None if gpu_mem else gpu(gpu_key)
+    if gpu_mem and parse_size(gpu_mem) < 2**20:
+        raise UsageError(f"--gpu-mem {gpu_mem!r} is no GPU's memory", hint="like 96GiB")
     request = PlanRequest(
         gpu_name=card.key if card else f"{gpu_mem} GPU",
         gpu_bytes=parse_size(gpu_mem) if gpu_mem else card.memory_bytes,  # type: ignore[union-attr]

@@ -31,6 +31,12 @@ def nearest(key: str, known: Iterable[str], cutoff: float = CUTOFF) -> str | Non
     return table[found[0]] if found else None
 
 
+def meant(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'int4'?`` when a known name is close to ``name``, else nothing (for a sentence's end)."""
+    guess = nearest(name, known)
+    return f"; did you mean {guess!r}?" if guess is not None else ""
+
+
 def unknown_key(where: str, key: str, known: Collection[str], section: str = "") -> UsageError:
     """``where: unknown key 'section.key'; did you mean 'section.known'?``, with every known key as the hint."""
     guess = nearest(key, known)

@@ -1,6 +1,6 @@
 """servelab plan: will this model fit this GPU, at this context and concurrency, next to other services?"""
 
-from servelab.plan.budget import Plan, PlanRequest, compare_with, make_plan
+from servelab.plan.budget import Plan, PlanRequest, check_engine, compare_with, make_plan
 from servelab.plan.calibrate import Comparison, read_reported
 from servelab.plan.config import spec_from_config
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
@@ -25,6 +25,7 @@ __all__ = [
     "PlanRequest",
     "UnknownArchitecture",
     "VllmOptions",
+    "check_engine",
     "compare_with",
     "engine_request",
     "gpu",

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import meant
 from servelab.core.results import PlanFigures, PlanRun
 from servelab.plan import llamacpp_terms
 from servelab.plan.calibrate import Comparison, Reported
@@ -29,6 +30,7 @@ from servelab.plan.spec import RECURRENT
 from servelab.plan.vllm_rules import MambaCacheMode, VllmOptions, vllm_layout
 
 UTIL_STEP = 0.01
+PLAN_ENGINES = ("vllm", "sglang", "llamacpp", "vllm-cpu")
 CUDA_VISIBLE_SHARE = 143159 / 143771  # what CUDA reports of nvidia-smi's total (H200: 139.80 of 140.40 GiB)
 MAMBA_PREFIX_ALL = {"jamba", "nemotron_h", "granitemoehybrid", "falcon_h1", "mamba", "mamba2", "zamba2"}
 
@@ -156,6 +158,11 @@ def decode_ceiling(resolved: Resolved, weights: WeightEstimate, req: PlanRequest
     return DecodeCeiling(short, long, bw / short if bw else None, bw / long if bw else None, touched)
 
 
+def check_engine(engine: str) -> None:
+    if engine not in PLAN_ENGINES:
+        raise UsageError(f"unknown engine {engine!r}{meant(engine, PLAN_ENGINES)}", hint=", ".join(PLAN_ENGINES))
+
+
 def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
     spec, kvb = resolved.spec, kv_dtype_bytes(req.kv_dtype)
     if req.engine in ("vllm", "vllm-cpu"):
@@ -164,7 +171,8 @@ def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
         return sglang_capacity(spec, req.context, kvb, pool)
     if req.engine == "llamacpp":
         return llamacpp_capacity(spec, req.context * req.concurrency, req.concurrency, kvb, pool)
-    raise UsageError(f"unknown engine {req.engine!r}", hint="vllm, sglang or llamacpp")
+    check_engine(req.engine)
+    raise AssertionError(f"no capacity rule for {req.engine!r}")
 
 
 def _util_floor(value: float) -> float:

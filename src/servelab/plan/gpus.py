@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import meant
 
 GIB = 2**30
 MIB = 2**20
@@ -80,7 +82,8 @@ def gpu(key: str) -> GPU:
     k = key.lower()
     found = GPUS.get(ALIASES.get(k, k))
     if found is None:
-        raise UsageError(f"unknown GPU {key!r}", hint=f"known: {', '.join(GPUS)}; or give --gpu-mem 96GiB")
+        raise UsageError(f"unknown GPU {key!r}{meant(k, [*GPUS, *ALIASES])}",
+                         hint=f"known: {', '.join(GPUS)}; or give --gpu-mem 96GiB")  # fmt: skip
     return found
 
 
@@ -90,11 +93,13 @@ def parse_size(text: str) -> int:
     units = {"gib": GIB, "gb": 10**9, "g": GIB, "mib": MIB, "mb": 10**6, "m": MIB, "tib": 2**40, "tb": 10**12}
     for suffix in sorted(units, key=len, reverse=True):
         if t.lower().endswith(suffix):
-            number = t[: -len(suffix)]
             try:
-                return int(float(number) * units[suffix])
+                number = float(t[: -len(suffix)])
             except ValueError:
                 break
+            if not math.isfinite(number) or number < 0:
+                raise UsageError(f"a size is a finite amount of memory, 0 or more, not {text!r}", hint="like 7GiB")
+            return int(number * units[suffix])
     raise UsageError(f"cannot read a size from {text!r}", hint="write it like 96GiB, 80GB or 512MiB")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import meant
 from servelab.plan.ckpt_quant import QUANTIZABLE, QuantScheme
 from servelab.plan.spec import ModelSpec
 
@@ -60,14 +61,16 @@ def quant(name: str) -> Quant:
     try:
         return QUANTS[name.lower()]
     except KeyError:
-        raise UsageError(f"unknown quantization {name!r}", hint=f"known: {', '.join(QUANTS)}") from None
+        said = f"unknown quantization {name!r}{meant(name, QUANTS)}"
+        raise UsageError(said, hint=f"known: {', '.join(QUANTS)}") from None
 
 
 def kv_dtype_bytes(name: str) -> float:
     try:
         return KV_DTYPES[name.lower()]
     except KeyError:
-        raise UsageError(f"unknown KV cache dtype {name!r}", hint=f"known: {', '.join(KV_DTYPES)}") from None
+        said = f"unknown KV cache dtype {name!r}{meant(name, KV_DTYPES)}"
+        raise UsageError(said, hint=f"known: {', '.join(KV_DTYPES)}") from None
 
 
 @dataclass(frozen=True, slots=True)

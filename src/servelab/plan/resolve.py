@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import meant
 from servelab.plan.config import spec_from_config
 from servelab.plan.spec import ModelSpec
 
@@ -144,6 +145,7 @@ def resolve_model(model: str, overrides: Mapping[str, Any] | None = None) -> Res
         spec = _spec(_read_json(cached), model, f"HF cache {cached.parent}", overrides)
         return Resolved(spec, {}, *local_weights(cached.parent), model_id=model)
     raise UsageError(
-        f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache",
+        f"cannot find model {model!r}: not a preset, a local folder or config.json, or a model in the local HF cache"
+        + meant(model, preset_names()),
         hint=f"presets: {', '.join(preset_names())}",
     )
