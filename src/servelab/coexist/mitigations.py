@@ -3,7 +3,7 @@ started with a smaller ``--max-num-batched-tokens``, one under an MPS cap), run 
 plain target, so one run and one report say which keeps the voice within the goals and at what cost to the LLM.
 
 A mitigation through ``servelab gateway`` holds the gateway's realtime lease while the probes speak
-(``POST /admin/realtime``, renewed at a third of its TTL, released after), so long prefills go to its external
+(``POST /admin/realtime`` under a lease id of its own, renewed at a third of its TTL, released after), so long prefills go to its external
 route exactly while they would hurt. Condition names carry the mitigation: ``gateway/prefill``; the LLM's share is
 always against the plain target's load with no probe (``llm:prefill``), so a mitigation that slows the LLM shows
 the cost."""
@@ -11,6 +11,7 @@ the cost."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,13 +59,14 @@ class LeaseHolder:
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
+        self.lease_id = f"coexist-{uuid.uuid4().hex[:12]}"  # its own lease: another session's never ends it
         self._client = httpx.AsyncClient(
             base_url=server_root(lease.url), headers={"Authorization": f"Bearer {lease.admin_key}"}, timeout=5.0
         )
         self._task: asyncio.Task[None] | None = None
 
     async def _set(self, active: bool) -> None:
-        body = {"active": active, **({"ttl_s": self.lease.ttl_s} if active else {})}
+        body = {"active": active, "lease": self.lease_id, **({"ttl_s": self.lease.ttl_s} if active else {})}
         resp = await self._client.post("/admin/realtime", json=body)
         if resp.status_code != 200:
             raise UsageError(f"the gateway refused the realtime lease: HTTP {resp.status_code}: {resp.text[:200]}")

@@ -19,7 +19,7 @@ from servelab.gateway.checks import unreachable
 from servelab.gateway.client import HttpClient, UpstreamError
 from servelab.gateway.config import GatewayConfig
 from servelab.gateway.estimate import Admission, Estimate
-from servelab.gateway.keys import key_in
+from servelab.gateway.keys import KeyRing
 from servelab.gateway.messages import Request, Response, Sent, StreamResponse
 from servelab.gateway.metrics import GatewayMetrics
 from servelab.gateway.outlet import Outlet
@@ -76,6 +76,7 @@ class Gateway:
         )
         self._counter_settled = False  # the engine has not yet said which model folder it serves
         self._limits = Limits(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens)
+        self.client_keys = KeyRing(config.keys.clients)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -175,7 +176,12 @@ class Gateway:
         return self.clients[LOCAL].request_bytes("POST", PATHS[request.path], data) if LOCAL in self.clients else data
 
     def client_denied(self, request: Request) -> Response | None:
-        if self.config.keys.clients and not key_in(request, self.config.keys.clients):
+        """A missing or unknown client key: refused. A request whose head the server's gate passed (``gated``) was
+        checked there, on the same header bytes (:meth:`head_denied`)."""
+        return None if request.gated else self.head_denied(request.headers)
+
+    def head_denied(self, headers: dict[bytes, bytes]) -> Response | None:
+        if self.client_keys and not self.client_keys.admits(headers):
             return error(401, "missing or unknown API key", "authentication_error")
         return None
 

@@ -68,9 +68,10 @@ class Router:
     def gate(self, method: str, path: str, headers: dict[bytes, bytes]) -> Response | None:
         """The key a path wants, checked on the request head before any of its body is read (the server answers a
         refusal without reading the body, and ends the connection): the client key for /v1/, the admin key for
-        /admin/, the metrics key for /metrics and /readyz. The handlers check again (it costs a compare)."""
+        /admin/, the metrics key for /metrics and /readyz. The /v1/ handlers take a gated request's client key as
+        checked here; the admin and metrics handlers check again."""
         if path.startswith("/v1/"):
-            return self.gateway.client_denied(Request(method, path, b"", headers))
+            return self.gateway.head_denied(headers)
         if path.startswith("/admin/"):
             keys = self.gateway.config.keys.admin
             if not keys:

@@ -44,6 +44,7 @@ class Request:
     keep_alive: bool = True
     http10: bool = False  # an HTTP/1.0 client: no chunked encoding, the connection closes after the answer
     outlet: Outlet | None = None  # the handler's direct line to the client (streams, keep-alive comments)
+    gated: bool = False  # the server's gate passed its head (the key a path wants was checked there)
 
     def header(self, name: bytes) -> str:
         return self.headers.get(name, b"").decode("latin-1")

@@ -242,7 +242,7 @@ class Connection(asyncio.Protocol):
         parsed, keep = self.path, self.parser.should_keep_alive()
         request = Request(self.method, parsed.path.decode("latin-1"), parsed.query or b"", self.headers,
                           b"".join(self.body), keep, self.parser.get_http_version() == "1.0")  # fmt: skip
-        request.outlet = Outlet(self, request.http10)
+        request.outlet, request.gated = Outlet(self, request.http10), self.hooks.gate is not None
         self.queue.append(request)
         self.in_message, self.continue_owed, self.deadline_kind = False, False, "busy"
         if len(self.queue) >= self.limits.max_pipelined and self.transport:

@@ -107,5 +107,41 @@ def test_a_lease_renewal_the_gateway_refuses_is_reported_and_the_lease_still_rel
 
     notes = asyncio.run(go())
     assert len(notes) == 1 and "the realtime lease lapsed while the probe spoke" in notes[0] and "503" in notes[0]
-    assert bodies[0] == {"active": True, "ttl_s": 0.3} and bodies[-1] == {"active": False}
+    lease = bodies[0]["lease"]  # one id of its own, named by every call
+    assert bodies[0] == {"active": True, "lease": lease, "ttl_s": 0.3} and bodies[-1] == {
+        "active": False,
+        "lease": lease,
+    }
     assert sum(b["active"] for b in bodies) == 2  # the renewal loop ended at the refusal, not before
+
+
+def test_two_coexist_runs_hold_their_own_leases_on_one_gateway() -> None:
+    """Two coexist runs (two voice sessions) on one real gateway: each holds a lease of its own, so the first to
+    finish does not end realtime for the other (the gateway's upstream is the hostile-peers fixture: no LLM is
+    asked; only the admin API is)."""
+    import httpx
+
+    from servelab.gateway import running
+    from tests.fixtures.hostile_peers import hostile_upstream, url
+    from tests.unit.gateway.test_hardening import config
+
+    def realtime(base: str) -> tuple[bool, int]:
+        state = httpx.get(f"{base}/admin/state", headers={"authorization": "Bearer admin-key"}).json()
+        return bool(state["realtime"]), len(state["realtime_leases"])
+
+    async def go(base: str) -> list[tuple[bool, int]]:
+        first, second = (LeaseHolder(Lease(base, "admin-key", ttl_s=30.0)) for _ in range(2))
+        await first.start()
+        await second.start()
+        seen = [await asyncio.to_thread(realtime, base)]
+        assert await first.stop() == []
+        seen.append(await asyncio.to_thread(realtime, base))
+        assert await second.stop() == []
+        seen.append(await asyncio.to_thread(realtime, base))
+        return seen
+
+    with hostile_upstream() as up, running(config(url(up, "ok"))) as (base, _):
+        held, after_first, after_both = asyncio.run(go(base))
+    assert held == (True, 2)
+    assert after_first == (True, 1)  # the second session's lease still holds realtime on
+    assert after_both[1] == 0

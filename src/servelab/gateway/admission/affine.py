@@ -33,25 +33,39 @@ class AffineBound:
     uses: Counter[str] = field(default_factory=Counter)
     names: Counter[str] = field(default_factory=Counter)  # special-token strings and other context names
     names_per_message: Counter[str] = field(default_factory=Counter)  # the same, output inside the loop
+    _names: tuple[tuple[str, int, int], ...] = ()
+    _fields: tuple[tuple[str, int, int], ...] = ()
+
+    def freeze(self) -> AffineBound:
+        """Read once: the names and fields the bound looks up, with their counts, as tuples."""
+        self._names = tuple((n, self.names[n], self.names_per_message[n]) for n in self.names | self.names_per_message)
+        keys = self.uses | self.outside_fields
+        self._fields = tuple((k, self.uses[k], self.outside_fields[k]) for k in keys)
+        return self
+
+    @property
+    def reads_names(self) -> bool:
+        return bool(self._names)
 
     def bytes(self, messages: list[dict[str, Any]], context: dict[str, Any]) -> int | None:
         """The bound for these messages (as the template is handed them) and context; None where a value it
         outputs is not a string."""
-        total = self.outside + self.per_message * len(messages)
-        for name in self.names.keys() | self.names_per_message.keys():
+        count = len(messages)
+        total = self.outside + self.per_message * count
+        for name, outside, per_message in self._names:
             value = context.get(name, "")
             if not isinstance(value, str):
                 return None
-            times = self.names[name] + self.names_per_message[name] * len(messages)
-            total += times * len(value.encode("utf-8", "surrogatepass"))
-        for key in self.uses.keys() | self.outside_fields.keys():
-            sizes = []
+            total += (outside + per_message * count) * len(value.encode("utf-8", "surrogatepass"))
+        for key, uses, outside in self._fields:
+            whole = largest = 0
             for message in messages:
                 value = message.get(key, "")
                 if not isinstance(value, str):
                     return None
-                sizes.append(len(value.encode("utf-8", "surrogatepass")))
-            total += self.uses[key] * sum(sizes) + self.outside_fields[key] * max(sizes, default=0)
+                size = len(value.encode("utf-8", "surrogatepass"))
+                whole, largest = whole + size, max(largest, size)
+            total += uses * whole + outside * largest
         return total
 
 
@@ -64,7 +78,7 @@ def compile_bound(env: Any, source: str) -> AffineBound | None:
         _walk(nodes, env.parse(source).body, bound, loop_var=None)
     except _NotAffine:
         return None
-    return bound
+    return bound.freeze()
 
 
 def _walk(nodes: Any, body: list[Any], bound: AffineBound, loop_var: str | None) -> None:

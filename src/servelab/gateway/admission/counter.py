@@ -93,7 +93,8 @@ class TokenCounter:
         if template is None or template.affine is None or not self.plain:
             return None
         messages = conversation(body.get("messages"), False, self.developer_role)
-        rendered = template.affine.bytes(messages, {**template.special, **_context(body, kwargs)})
+        context = {**template.special, **_context(body, kwargs)} if template.affine.reads_names else {}
+        rendered = template.affine.bytes(messages, context)
         if rendered is None:
             return None
         text_bytes = rendered + self.added + sum(self._bound(t) for t in _extra_texts(body, ("response_format",)))

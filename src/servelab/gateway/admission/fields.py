@@ -117,6 +117,7 @@ TOKENIZER_CALL = frozenset(
         "verbose",
     }
 )
+CHAT_ALLOWED, COMPLETIONS_ALLOWED = CHAT_READ | AFTER_THE_PROMPT, COMPLETIONS_READ | AFTER_THE_PROMPT
 BY_NAME = ("reasoning_effort",)  # request fields the engine hands the template under their own name
 
 
@@ -124,10 +125,10 @@ def check_fields(chat: bool, body: dict[str, Any], template_vars: frozenset[str]
     """The template kwargs to render with (``template_vars``: the variables the template reads; None: the engine
     renders, so the kwargs go to it as they are). :class:`Uncountable` where a field may change the prompt in a
     way the count does not model."""
-    read = CHAT_READ if chat else COMPLETIONS_READ
-    unknown = [key for key in body if key not in read and key not in AFTER_THE_PROMPT]
-    if unknown:
-        raise Uncountable(f"the field {str(unknown[0])[:40]!r} may change the prompt and is not counted")
+    allowed = CHAT_ALLOWED if chat else COMPLETIONS_ALLOWED
+    if not body.keys() <= allowed:
+        unknown = next(key for key in body if key not in allowed)
+        raise Uncountable(f"the field {str(unknown)[:40]!r} may change the prompt and is not counted")
     if not chat:
         return {}
     for name in BY_NAME:

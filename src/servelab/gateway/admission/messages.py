@@ -34,10 +34,9 @@ def _message(message: Any, openai_format: bool, developer_role: bool) -> dict[st
     role: str = message["role"]
     if role == "developer" and not developer_role:
         role = "system"
-    parts = _parts(message.get("content"))
-    out: dict[str, Any] = {"role": role, "content": parts if openai_format else "\n".join(_texts(parts))}
-    if role == "tool" and openai_format and all(p.get("type") == "text" for p in parts):
-        out["content"] = "\n".join(_texts(parts))  # vLLM gives a tool result as one string when it is all text
+    out: dict[str, Any] = {"role": role, "content": _content(message.get("content"), openai_format, role)}
+    if len(message) <= 2:  # role and content only
+        return out
     for key in ("name", "tool_call_id", "task"):
         if isinstance(message.get(key), str):
             out[key] = message[key]
@@ -49,6 +48,17 @@ def _message(message: Any, openai_format: bool, developer_role: bool) -> dict[st
     if role == "developer":
         out["tools"] = message.get("tools")
     return out
+
+
+def _content(content: Any, openai_format: bool, role: str) -> Any:
+    """A message's content as the template sees it: one string in the "string" format (its text parts joined with a
+    newline), the parts in the "openai" format (a tool result all of text parts: one string, as vLLM gives it)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if openai_format and role != "tool" else content
+    parts = _parts(content)
+    if not openai_format or (role == "tool" and all(p.get("type") == "text" for p in parts)):
+        return "\n".join(_texts(parts))
+    return parts
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
