@@ -106,7 +106,8 @@ def _section_html(s: Section) -> str:
     parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.not_drawn]
     manifest = html.escape(json.dumps(s.manifest, indent=1, default=str))
     run = html.escape(s.run_id)
-    parts.append(f"<details><summary>Manifest of {run}: versions, flags, hardware</summary><pre>{manifest}</pre></details>")
+    summary = f"<summary>Manifest of {run}: versions, flags, hardware</summary>"
+    parts.append(f"<details>{summary}<pre>{manifest}</pre></details>")
     parts.append("</section>")
     return "\n".join(parts)
 
