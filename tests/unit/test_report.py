@@ -2,7 +2,11 @@
 with its evidence folded beneath) and Markdown (the answer tables and the short verdicts, nothing else)."""
 
 import base64
+import html
 from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from servelab.coexist import CoexistOptions, run_coexist
 from servelab.core.store import RunStore
@@ -81,3 +85,19 @@ def test_a_stored_coexist_run_becomes_a_section(tmp_path: Path) -> None:
     assert "rests on 40 chunks" in " ".join(sec.problems)
     assert len(sec.plots) == 1 and not sec.not_drawn  # 38 intervals: enough to draw, with their band
     assert "Beside the LLM, by layer (scripted)" in out.read_text()
+
+
+VERDICT = st.text(alphabet="ab :|<>&[]/*_-1", min_size=1, max_size=12).map(lambda t: f"v {t.strip()}")
+
+
+@given(st.lists(st.lists(VERDICT, max_size=5), min_size=1, max_size=4))
+def test_every_verdict_is_one_item_of_the_page_however_the_runs_repeat_them(said: list[list[str]]) -> None:
+    sections = []
+    for i, verdicts in enumerate(said):
+        s = Section(f"r{i}", "bench", f"bench r{i}", "complete")
+        for v in verdicts:
+            say(s, v, f"evidence of {v}")
+        sections.append(s)
+    text = to_html(assemble(sections))
+    for v in {v for verdicts in said for v in verdicts}:
+        assert text.count(f"<summary>{html.escape(v)}</summary>") == 1, v
