@@ -67,6 +67,8 @@ FIRST_SCREEN = """(() => {
     && !el.closest(".scroll"));
   return {scrollWidth: document.documentElement.scrollWidth, innerWidth: innerWidth,
           answers: answers.map(box), verdicts: box(document.getElementById("verdicts")),
+          answersScrolling: [...document.querySelectorAll(".answers .scroll")]
+            .filter(d => d.scrollWidth > d.clientWidth + 1).length,
           wider: wide.slice(0, 5).map(el => el.tagName + "." + el.className)};
 })()"""
 
@@ -89,13 +91,14 @@ def test_the_answer_tables_are_on_the_first_screen(
 ) -> None:
     """At 1280 px every answer table lies within the first 1,000 px; at 390 px (a phone) the answer starts there and
     the first two tables lie wholly within it, the rest follow before the verdicts; at neither width does the page
-    scroll sideways (an evidence table wider than a phone scrolls inside its own box)."""
+    scroll sideways, nor an answer table (an evidence table wider than a phone scrolls inside its own box)."""
     with RunStore(stored[kind]) as db:
         report = write_report(db, [], tmp_path / "report.html")
     page.viewport(width, 1000)
     page.open(report)
     seen = page.evaluate(FIRST_SCREEN)
     assert seen["innerWidth"] == width and seen["scrollWidth"] <= width and not seen["wider"], seen
+    assert seen["answersScrolling"] == 0, seen  # an answer table reads without scrolling, even on a phone
     tables = seen["answers"]
     assert len(tables) == {"check": 5, "bench": 2}[kind], seen
     held = tables if width >= 1280 else tables[:2]

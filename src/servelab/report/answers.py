@@ -161,7 +161,7 @@ def layers(result: CoexistRun) -> Table:
     voice = next(c.probe for c in result.conditions if c.probe)
     lookahead = result.goals.get("lookahead", 300.0)
     avatar = {c.condition: c for c in result.conditions if c.probe and c.probe != voice and c.min_fps is not None}
-    headers = ["layer", "voice lateness\np99 ms", f"underruns\n@{lookahead:g} ms", "LLM kept", "goals"]
+    headers = ["layer", "voice late\np99 ms", f"stalls\n@{lookahead:g} ms", "LLM\nkept", "goals"]
     headers += ["avatar\nlowest fps"] if avatar else []
     rows = []
     for c in result.conditions:
@@ -173,8 +173,9 @@ def layers(result: CoexistRun) -> Table:
             row.append(fmt(avatar[c.condition].min_fps, 1) if c.condition in avatar else "-")
         rows.append(row)
     note = (
-        "lateness: a chunk's arrival after an unbroken playback from when its utterance was due needed it (n: "
-        "chunks; too few: under 100, no p99); LLM kept: its token rate against the same load with no probe"
+        "late: a chunk's arrival after an unbroken playback from when its utterance was due needed it (n: chunks; "
+        "too few: under 100, no p99); stalls: the underruns a listener with that lookahead hears; LLM kept: its "
+        "token rate against the same load with no probe (n: its requests)"
     )
     return Table(f"Beside the LLM, by layer ({voice})", headers, rows, note=note)
 
@@ -187,4 +188,4 @@ def _underruns(c: ConditionFigures, lookahead: float) -> str:
 def _kept(c: ConditionFigures) -> str:
     if c.llm is None or c.llm.tok_s_share is None:
         return "-"
-    return f"{c.llm.tok_s_share:.0%}\nn={c.llm.ok} requests"
+    return f"{c.llm.tok_s_share:.0%}\nn={c.llm.ok}"

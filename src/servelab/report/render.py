@@ -43,7 +43,12 @@ details { margin: 0.2rem 0; } pre { background: #f7f7f7; padding: 0.6rem; overfl
 
 
 def _lines(text: str) -> str:
-    return "<br>".join(html.escape(line) for line in text.split("\n"))
+    """Escaped, its lines kept; a URL may break after a slash (in a phone-wide table), a word never."""
+    return "<br>".join(_breakable(html.escape(line)) for line in text.split("\n"))
+
+
+def _breakable(line: str) -> str:
+    return line.replace("/", "/<wbr>") if "://" in line else line
 
 
 def _cell(t: Table, text: str) -> str:
