@@ -58,8 +58,9 @@ PUBLIC: dict[str, list[str]] = {
                       "engine_request", "gpu", "make_plan", "parse_alongside", "parse_engine_args", "parse_size",
                       "parse_tokens", "plan_model", "preset_names", "read_reported", "resolve_model",
                       "spec_from_config", "vllm_layout", "with_engine_args"],
-    "servelab.report": ["build_sections", "compare_table", "plot_intervals", "print_section", "rich_table", "section",
-                        "section_tables", "summary_table", "write_report"],
+    "servelab.report": ["Report", "build_report", "build_sections", "compare_table", "plot_intervals", "print_section",
+                        "print_summary", "report_runs", "report_text", "rich_table", "section", "section_tables",
+                        "summary_table", "write_report"],
     "servelab.testing": ["FakeServer", "MODES", "Scripted", "ScriptedStream", "SimEngine", "SinkShape", "free_port",
                          "loop_in_thread", "serve", "serve_sim", "sse_chat"],
 }  # fmt: skip

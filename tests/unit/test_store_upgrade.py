@@ -98,6 +98,6 @@ def test_every_kind_stored_before_typed_results_exports_renders_and_shows(
     for run_id in ids:
         assert main(["runs", "show", run_id, "--store", str(schema2_store)]) == 0
     shown = capsys.readouterr().out
-    for answer in ("Side by side", "highest concurrency that meets the SLO", "Outcomes", "Will it fit", "Probe cpu"):
+    for answer in ("Side by side", "highest concurrency within the SLO", "Outcomes", "Will it fit", "Probe cpu"):
         assert answer in shown, answer
     assert "see runs export" not in shown and "{'" not in shown  # no Python reprs

@@ -26,12 +26,11 @@ from servelab.cli._common import (
     console,
     open_store,
     print_json,
-    show_run,
 )
 from servelab.cli.engine import start_with_progress
 from servelab.engines.embedded import EmbeddedEngine
 from servelab.load import resolve_all, target_specs
-from servelab.report import write_report
+from servelab.report import build_report, print_summary, write_report
 
 
 def check(
@@ -106,7 +105,8 @@ def _finish(db_path: Path, outcome: CheckOutcome, report: Path, json_out: bool) 
         print_json({"run_id": outcome.run_id, "steps": steps, "report": str(report)})
     else:
         with open_store(db_path) as db:
-            show_run(db, outcome.run_id)
+            print_summary(console(), build_report(db, report_runs(outcome), failure_notes(outcome), with_plots=False))
+        console().print("[dim]each verdict's evidence, every table and the plots are in the report[/]")
         console().print(f"report: {report.resolve()}")
     if any(r.error for r in outcome):
         raise typer.Exit(1)

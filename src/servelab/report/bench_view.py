@@ -10,10 +10,11 @@ from servelab.core.results import BenchRun, Cell, Row, SloSearch, Step
 from servelab.core.stats import Interval
 from servelab.core.summary import inter_chunk_gaps_ms, ttft_ms
 from servelab.report import plots
-from servelab.report.model import Section, Table, add_plot, fmt
+from servelab.report.model import INTERVAL_MIN, P99_MIN, Section, Table, add_plot, can_differ, fmt, say
 
 COMPARE_NOTE = (
-    "median [95% bootstrap interval]; * the first two targets differ (Mann-Whitney U, p < 0.05); against: the "
+    f"median [95% bootstrap interval, from {INTERVAL_MIN} requests up]; "
+    "* the first two targets differ (Mann-Whitney U, p < 0.05); against: the "
     "second's per-stream speed as a multiple of the first's, its TTFT difference, its aggregate as a multiple"
 )
 
@@ -25,13 +26,15 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
         out.tables.append(steps_table(result.steps))
     if any(s.bottleneck for s in result.steps):
         out.tables.append(bottleneck_table(result.steps))
-        out.verdicts += [bottleneck_line(s) for s in result.steps if s.bottleneck]
+        _limit_verdicts(out, result.steps)
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
-        out.verdicts.append(slo_verdict(target, search))
+        say(out, slo_verdict(target, search), f"SLO: {_slo_text(search)}")
     _bench_verdicts(out, result.rows)
-    out.verdicts += [metrics_line(t, m.derived) for t, m in result.metrics.items() if m.derived.get("samples")]
-    out.verdicts += [line for t, m in result.metrics.items() if (line := _spec_line(t, m.derived))]
+    if scraped := {t: m.derived for t, m in result.metrics.items() if m.derived.get("samples")}:
+        out.tables.append(metrics_table(scraped))
+    for t, m in result.metrics.items():
+        _spec_verdict(out, t, m.derived)
     out.problems += result.warnings
     if records is not None:
         _latency_plots(out, records)
@@ -40,8 +43,13 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
         _metrics_plots(out, result)
 
 
-def _iv(iv: Interval | None, digits: int = 1) -> str:
-    return "-" if iv is None else f"{fmt(iv.estimate, digits)} [{fmt(iv.low, digits)}, {fmt(iv.high, digits)}]"
+def _iv(iv: Interval | None, n: int, digits: int = 1) -> str:
+    """The median, with its interval where ``n`` supports one (:data:`INTERVAL_MIN`)."""
+    if iv is None:
+        return "-"
+    if n < INTERVAL_MIN:
+        return fmt(iv.estimate, digits)
+    return f"{fmt(iv.estimate, digits)} [{fmt(iv.low, digits)}, {fmt(iv.high, digits)}]"
 
 
 def compare_table(rows: list[Row], caption: str) -> Table:
@@ -60,7 +68,8 @@ def compare_table(rows: list[Row], caption: str) -> Table:
             mark_s = "*" if row.differs.get("tok_s") else ""
             mark_t = "*" if row.differs.get("ttft_ms") else ""
             failed = f" ({c.n - c.ok} of {c.n} FAILED: {', '.join(c.failures)})" if c.ok < c.n else f" (n={c.n})"
-            cells.append(f"{_iv(c.tok_s)}{mark_s}\n{_iv(c.ttft_ms)}{mark_t}\n{fmt(c.aggregate_tok_s)}{failed}")
+            speed, ttft = _iv(c.tok_s, c.ok), _iv(c.ttft_ms, c.ok)
+            cells.append(f"{speed}{mark_s}\n{ttft}{mark_t}\n{fmt(c.aggregate_tok_s)}{failed}")
         if len(targets) == 2:
             cells.append(_against(row.cells.get(targets[0]), row.cells.get(targets[1])))
         body.append(cells)
@@ -70,14 +79,16 @@ def compare_table(rows: list[Row], caption: str) -> Table:
 STEPS_NOTE = (
     "per request: TTFT sent -> first token; ITL the gaps between token chunks; TPOT the decode time per output "
     "token; E2E sent -> last byte; req/s and "
-    "tokens over the active window; a step with failed requests says so (its figures are the ok requests only)"
+    "tokens over the active window; a step with failed requests says so (its figures are the ok requests only); "
+    f"few: a p99 from fewer than {P99_MIN} samples is not shown (TTFT, TPOT, E2E: one per ok request; ITL: n gaps)"
 )
 
 
-def _pair(p: dict[str, float], digits: int = 1, scale: float = 1.0) -> str:
+def _pair(p: dict[str, float], n: int, digits: int = 1, scale: float = 1.0) -> str:
+    """p50/p99 of ``n`` samples; the p99 only where n supports one (:data:`P99_MIN`), else "few"."""
     low, high = p.get("p50"), p.get("p99")
     first, last = (fmt(None if v is None else v * scale, digits) for v in (low, high))
-    return f"{first}/{last}"
+    return f"{first}/{last if n >= P99_MIN else 'few'}"
 
 
 def _against(first: Cell | None, second: Cell | None) -> str:
@@ -102,8 +113,10 @@ def steps_table(steps: list[Step]) -> Table:
         s = step.summary
         name = f"{step.target}\n{step.scenario}" if several else step.scenario
         ok = f"{s.ok}/{s.requests}" + ("\nFAILED" if s.failures else "")
-        rows.append([name, ok, _pair(s.ttft_ms), _pair(s.itl_ms), _pair(s.tpot_ms), _pair(s.e2e_ms, 2, 1e-3),
-                     fmt(s.requests_per_s, 2), f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
+        gaps = s.samples.get("itl", 0)
+        rows.append([name, ok, _pair(s.ttft_ms, s.samples.get("ttft", s.ok)), f"{_pair(s.itl_ms, gaps)}\nn={gaps}",
+                     _pair(s.tpot_ms, s.ok), _pair(s.e2e_ms, s.ok, 2, 1e-3), fmt(s.requests_per_s, 2),
+                     f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
     headers = ["step", "ok/n", "TTFT ms\np50/p99", "ITL ms\np50/p99", "TPOT ms\np50/p99", "E2E s\np50/p99", "req/s",
                "tokens\nin/out"]  # fmt: skip
     return Table("Every step", headers, rows, note=STEPS_NOTE)
@@ -179,49 +192,96 @@ def _best(search: SloSearch) -> str:
 
 
 def slo_verdict(target: str, search: SloSearch) -> str:
-    return f"{target}: highest {search.over} that meets the SLO ({_slo_text(search)}): {_best(search)}"
+    return f"{target}: highest {search.over} within the SLO: {_best(search)}"
 
 
-def metrics_line(target: str, derived: Mapping[str, object]) -> str:
-    def pct(value: object) -> str:
-        return f"{value * 100:.1f}%" if isinstance(value, float) else "-"
-
-    running = derived.get("running_max")
-    return (
-        f"{target} /metrics: {derived.get('samples')} samples, KV usage max {pct(derived.get('kv_usage_max'))}, "
-        f"running max {fmt(running if isinstance(running, int | float) else None, 0)}, "
-        f"prefix hit rate {pct(derived.get('prefix_hit_rate'))}"
-    )
+def _pct(value: object) -> str:
+    return f"{value * 100:.1f}%" if isinstance(value, float) else "-"
 
 
-def _spec_line(target: str, derived: Mapping[str, object]) -> str | None:
+def metrics_table(scraped: Mapping[str, Mapping[str, object]]) -> Table:
+    """What each target's /metrics said over the run."""
+    rows = []
+    for target, derived in scraped.items():
+        running = derived.get("running_max")
+        rows.append([target, str(derived.get("samples")), _pct(derived.get("kv_usage_max")),
+                     fmt(running if isinstance(running, int | float) else None, 0),
+                     _pct(derived.get("prefix_hit_rate"))])  # fmt: skip
+    headers = ["target", "scrapes", "KV usage\nmax", "running\nmax", "prefix\nhit rate"]
+    return Table("The engine's /metrics", headers, rows)
+
+
+def _spec_verdict(out: Section, target: str, derived: Mapping[str, object]) -> None:
     if derived.get("spec_warning"):
-        return f"{target}: {derived['spec_warning']}"
+        say(out, f"{target}: {derived['spec_warning']}")
+        return
     rate, length = derived.get("spec_acceptance_rate"), derived.get("spec_mean_accepted_length")
-    if not isinstance(rate, float):
-        return None
-    mean = fmt(length if isinstance(length, float) else None, 2)
-    return f"{target}: draft acceptance {rate:.2f}, mean accepted length {mean}"
+    if isinstance(rate, float):
+        mean = fmt(length if isinstance(length, float) else None, 2)
+        say(out, f"{target}: draft acceptance {rate:.2f}", f"mean accepted length {mean} (the engine's /metrics)")
+
+
+def _limit_verdicts(out: Section, steps: list[Step]) -> None:
+    """One verdict per target: which side set the speed at which steps; a step with fewer than
+    :data:`INTERVAL_MIN` ok requests is too short to judge (its full verdict stays in the evidence)."""
+    for target in dict.fromkeys(s.target for s in steps):
+        mine = [s for s in steps if s.target == target and s.bottleneck]
+        if not mine:
+            continue
+        limits: dict[str, list[str]] = defaultdict(list)
+        few = [s for s in mine if s.summary.ok < INTERVAL_MIN]
+        for s in mine:
+            if s not in few and s.bottleneck:
+                limits[s.bottleneck.limit].append(s.scenario)
+        parts = [f"the {lim} set the speed at {_where(names, len(mine))}" for lim, names in limits.items()]
+        if few:
+            ns = "/".join(str(n) for n in sorted({s.summary.ok for s in few}))
+            where = _where([s.scenario for s in few], len(mine), every="any step")
+            parts.append(f"too few requests to judge what limited {where} (n={ns})")
+        say(out, f"{target}: " + "; ".join(parts), "\n".join(bottleneck_line(s) for s in mine))
+
+
+def _where(names: list[str], total: int, every: str = "every step") -> str:
+    return every if len(names) == total else ", ".join(names)
 
 
 def _bench_verdicts(out: Section, rows: list[Row]) -> None:
+    """One line for the speeds: a target's range over the scenarios, or the second's against the first, saying how
+    many differences lie outside the noise; the per-scenario figures are its evidence."""
+    targets = list(dict.fromkeys(t for r in rows for t, c in r.cells.items() if c.tok_s))
+    if len(targets) == 1:
+        (t,) = targets
+        cells = [(r.scenario, r.cells[t]) for r in rows if t in r.cells and r.cells[t].tok_s]
+        speeds = [c.tok_s.estimate for _, c in cells if c.tok_s]
+        lines = [f"{name}: {fmt(c.tok_s.estimate if c.tok_s else None)} tok/s (n={c.ok})" for name, c in cells]
+        say(out, f"{t}: {_span(speeds, 1)} tok/s per stream over {len(cells)} scenarios (medians)", "\n".join(lines))
+    elif len(targets) >= 2:
+        _pair_verdict(out, rows, targets[0], targets[1])
+
+
+def _pair_verdict(out: Section, rows: list[Row], a: str, b: str) -> None:
+    ratios, lines, outside, testable = [], [], 0, 0
     for r in rows:
-        cells = {t: c for t, c in r.cells.items() if c.tok_s}
-        if len(cells) == 1:
-            ((t, c),) = cells.items()
-            speed = c.tok_s.estimate if c.tok_s else None
-            ttft = c.ttft_ms.estimate if c.ttft_ms else None
-            out.verdicts.append(f"{r.scenario} on {t}: {fmt(speed)} tok/s per stream, TTFT {fmt(ttft, 0)} ms (medians)")
-        if len(cells) >= 2:
-            (a, ca), (b, cb) = list(cells.items())[:2]
-            fast, slow = (ca.tok_s.estimate if ca.tok_s else 0.0), (cb.tok_s.estimate if cb.tok_s else 0.0)
-            ratio = fast / slow if slow else None
-            sig = "" if r.differs.get("tok_s") else " (not a significant difference)"
-            out.verdicts.append(f"{r.scenario}: {a} streams at {fmt(ratio, 2)}x the speed of {b}{sig}")
-        for t, c in r.cells.items():
-            if c.ok < c.n:
-                why = ", ".join(f"{reason} ({k})" for reason, k in c.failures.items())
-                out.verdicts.append(f"{r.scenario} on {t}: FAILED: {c.n - c.ok} of {c.n} requests failed ({why})")
+        ca, cb = r.cells.get(a), r.cells.get(b)
+        ratio = _ratio(ca.tok_s if ca else None, cb.tok_s if cb else None)
+        if ratio is None or ca is None or cb is None:
+            continue
+        ratios.append(ratio)
+        outside += bool(r.differs.get("tok_s"))
+        testable += can_differ(ca.ok, cb.ok)
+        noise = "outside the noise" if r.differs.get("tok_s") else "within the noise"
+        noise = noise if can_differ(ca.ok, cb.ok) else "too few to tell"
+        lines.append(f"{r.scenario}: {ratio:.2f}x ({noise}; n={ca.ok} and {cb.ok})")
+    if not ratios:
+        return
+    noise = f"{outside} of {len(ratios)} outside the noise" if outside else "all within the noise"
+    noise = noise if testable else "too few requests to tell from noise"
+    say(out, f"{a} streams at {_span(ratios, 2)}x the speed of {b} ({noise})", "\n".join(lines))
+
+
+def _span(values: list[float], digits: int) -> str:
+    low, high = fmt(min(values), digits), fmt(max(values), digits)
+    return low if low == high else f"{low}-{high}"
 
 
 # ---- plots (HTML only) ------------------------------------------------------------------------------------------
@@ -234,18 +294,24 @@ def _latency_plots(out: Section, records: list[RequestRecord]) -> None:
         if (t := ttft_ms(r)) is not None:
             ttfts[f"{r.target}/{r.scenario}"].append(t)
         gaps[r.target] += inter_chunk_gaps_ms(r)
-    add_plot(out, "Time to first token", plots.survival(ttfts, "TTFT (ms)", "TTFT by target and scenario"))
-    add_plot(out, "Inter-chunk gaps", plots.survival(gaps, "gap between chunks (ms)", "Inter-chunk gaps by target"))
+    ttft_png = plots.survival(ttfts, "TTFT (ms)", "TTFT by target and scenario")
+    add_plot(out, "Time to first token", ttft_png, plots.too_few(ttfts))
+    gaps_png = plots.survival(gaps, "gap between chunks (ms)", "Inter-chunk gaps by target")
+    add_plot(out, "Inter-chunk gaps", gaps_png, plots.too_few(gaps))
 
 
 def _concurrency_plot(out: Section, result: BenchRun) -> None:
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    fewest: dict[str, int] = {}
     for step in result.steps:
         level, sweep = step.labels.level, step.labels.sweep_of
         if level is not None and sweep is not None and step.labels.phase is None:
-            points[f"{step.target}/{sweep}"].append((float(level), float(step.summary.aggregate_tok_s)))
+            name = f"{step.target}/{sweep}"
+            points[name].append((float(level), float(step.summary.aggregate_tok_s)))
+            fewest[name] = min(fewest.get(name, step.summary.ok), step.summary.ok)
+    named = {f"{k} (n>={fewest[k]} a level)": v for k, v in points.items()}
     title = "Throughput against concurrency"
-    add_plot(out, title, plots.lines(points, "concurrent streams", "aggregate tok/s", title))
+    add_plot(out, title, plots.lines(named, "concurrent streams", "aggregate tok/s", title))
 
 
 def _slo_plot(out: Section, result: BenchRun) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from servelab.coexist import mitigation_lines
 from servelab.core.results import CoexistRun, ConditionFigures, LlmFigures
-from servelab.report.model import Section, Table, fmt
+from servelab.report.model import P99_MIN, Section, Table, fmt, say
 
 
 def sharing_text(sharing: Mapping[str, object]) -> str:
@@ -34,14 +34,16 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
     note = (
         "late: a chunk's arrival after an unbroken playback from the moment its utterance was due needs it; gap: "
         "the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
-        "lookahead hears (and their stall ms)"
+        f"lookahead hears (and their stall ms); few: a p99 of fewer than {P99_MIN} chunks is not shown"
     )
     out.tables.append(Table(caption, headers, rows, note=note))
     if any(c.llm is not None for c in result.conditions):
         out.tables.append(llm_table(result.conditions))
-    out.verdicts += verdicts(result)
-    out.verdicts += [f"{c.condition} ({c.probe}): {c.verdict}" for c in result.conditions if c.verdict]
-    out.verdicts += mitigation_lines(result.conditions)
+    for line, evidence in judged(result):
+        say(out, line, evidence)
+    mitigations = mitigation_lines(result.conditions)
+    for line in mitigations if len(mitigations) > 1 else []:  # one group: the conditions' own verdicts say it
+        say(out, line)
     out.problems += result.warnings
 
 
@@ -78,30 +80,49 @@ def _tok_s(llm: LlmFigures) -> float:
 
 def _row(c: ConditionFigures, lookaheads: list[float], several: bool = False) -> list[str]:
     p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
+    late = fmt(c.lateness_p99_ms)
+    if c.chunks < P99_MIN:  # a p99 of fewer chunks is their maximum
+        p99 = late = "few"
     name = f"{c.condition}\n{c.probe}" if several else c.condition
-    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), fmt(c.lateness_p99_ms), fmt(c.interval_p50_ms, 2), p99]
+    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), late, fmt(c.interval_p50_ms, 2), p99]
     row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
     heard = {lf.lookahead_ms: lf for lf in c.listeners}
     return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" if (lf := heard.get(la)) else "-" for la in lookaheads]
 
 
 def verdicts(result: CoexistRun) -> list[str]:
+    return [line for line, _ in judged(result)]
+
+
+def judged(result: CoexistRun) -> list[tuple[str, str]]:
+    """Per condition with load, one short verdict (against the goals where they were judged) and its evidence:
+    the chunk figures beside the probe alone's, and which goals held."""
     first = next((c.probe for c in result.conditions if c.probe), "")
     alone = next((c for c in result.conditions if c.condition == "alone" and c.probe == first), None)
-    lines = []
+    out = []
     for c in result.conditions:
-        if c.condition == "alone" or alone is None or c.interval_p99_ms is None or c.probe != first:
+        if c.condition == "alone" or c.condition.startswith("llm:") or (first and not c.probe):
             continue
+        name = f"beside {c.condition}" if c.probe == first else f"{c.condition} ({c.probe})"
         llm = c.llm
         failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}
         if llm is not None and failed and llm.ok == 0:
-            lines.append(f"beside {c.condition}: no answer: every LLM request failed ({', '.join(failed)}), so the "
-                         "probe ran beside nothing")  # fmt: skip
+            out.append((f"{name}: no answer: every LLM request failed ({', '.join(failed)}), so the probe ran beside "
+                        "nothing", ""))  # fmt: skip
             continue
-        worst = min(c.listeners, key=lambda lf: lf.lookahead_ms, default=None)
-        under = f", {worst.underruns} underruns without lookahead" if worst else ""
-        lines.append(
-            f"beside {c.condition}: chunk p99 {fmt(c.interval_p99_ms)} ms (alone {fmt(alone.interval_p99_ms)}), "
-            f"RTF {fmt(c.pace_rtf, 2)} (alone {fmt(alone.pace_rtf, 2)}){under}"
-        )
-    return lines
+        figures = _figures(c, alone) if c.probe == first and alone is not None else ""
+        evidence = "\n".join(x for x in (figures, c.verdict or "") if x)
+        if c.meets is not None:
+            out.append((f"{name}: {'meets' if c.meets else 'misses'} the goals", evidence))
+        elif figures:
+            out.append((f"{name}: not judged against goals", evidence))
+    return out
+
+
+def _figures(c: ConditionFigures, alone: ConditionFigures) -> str:
+    worst = min(c.listeners, key=lambda lf: lf.lookahead_ms, default=None)
+    under = f", {worst.underruns} underruns at {worst.lookahead_ms:g} ms lookahead" if worst else ""
+    return (
+        f"chunk p99 {fmt(c.interval_p99_ms)} ms (alone {fmt(alone.interval_p99_ms)}; {c.chunks} chunks), "
+        f"RTF {fmt(c.pace_rtf, 2)} (alone {fmt(alone.pace_rtf, 2)}){under}"
+    )

@@ -7,8 +7,10 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from servelab.report.document import Report
 from servelab.report.model import Section
 from servelab.report.model import Table as Figures
 
@@ -72,6 +74,26 @@ def print_section(console: Console, section: Section, *, heading: bool = True) -
     for table in section_tables(section, console.width):
         console.print(table)
     for line in section.verdicts:
-        console.print(line)
+        console.print(escape(line))
+        if evidence := section.evidence.get(line):
+            console.print(escape("\n".join(f"  {e}" for e in evidence.split("\n"))), style="dim")
     for problem in section.problems:
-        console.print(f"[yellow]warning:[/] {problem}")
+        console.print(f"[yellow]warning:[/] {escape(problem)}")
+
+
+def print_summary(console: Console, report: Report) -> None:
+    """The report's first screen at a terminal: the answer tables, each verdict once (short; the evidence is in
+    the report and ``servelab runs show``), what failed, and a check's steps."""
+    for s in report.sections:
+        if s.kind == "check":
+            for table in section_tables(s, console.width):
+                console.print(table)
+    for answer in report.answers:
+        console.print(rich_table(answer, console.width))
+    for s in report.sections:
+        if s.verdicts:
+            console.print(f"[bold]{escape(s.kind)}[/] [dim]{s.run_id}[/]")
+            for line in s.verdicts:
+                console.print(f"  {escape(line)}")
+    for line in report.failed:
+        console.print(f"[red]failed:[/] {escape(line)}")

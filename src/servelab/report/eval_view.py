@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from servelab.core.results import Channel, EvalRun, Reply, RepoRun
 from servelab.report import plots
-from servelab.report.model import Section, Table, add_plot, fmt
+from servelab.report.model import INTERVAL_MIN, Section, Table, add_plot, fmt, say
 
 OUTCOMES = ("correct", "format_violation", "wrong", "error", "timeout")
 MISSES_SHOWN = 20
@@ -20,9 +20,10 @@ def eval_section(out: Section, result: EvalRun, with_plots: bool) -> None:
                          _rate(acc.semantic)])  # fmt: skip
     if rows:
         headers = ["target", "suite", "correct", "format\nviolation", "wrong", "error", "timeout", "strict", "semantic"]
-        note = "k/n, with the 95% Wilson interval; semantic = correct + format violations"
+        note = f"k/n, with the 95% Wilson interval from {INTERVAL_MIN} items up; semantic = correct + format violations"
         out.tables.append(Table("Outcomes: strict format and semantics kept apart", headers, rows, note=note))
-    out.verdicts += verdicts(result)
+    for line, evidence in judged(result):
+        say(out, line, evidence)
     misses = [r for r in result.replies if r.outcome != "correct"]
     if misses:
         out.tables.append(_misses(misses))
@@ -35,6 +36,8 @@ def eval_section(out: Section, result: EvalRun, with_plots: bool) -> None:
 def _rate(c: Channel) -> str:
     if not c.n or c.rate is None:
         return "-"
+    if c.n < INTERVAL_MIN:
+        return f"{c.k}/{c.n} {c.rate:.0%}"
     return f"{c.k}/{c.n} {c.rate:.0%}\n[{fmt(_pct(c.low))}, {fmt(_pct(c.high))}]"
 
 
@@ -61,27 +64,32 @@ def _said(m: Reply) -> str:
 
 
 def verdicts(result: EvalRun) -> list[str]:
-    """The lines a person wants: violations against wrong answers, reliability, and who is better."""
+    return [line for line, _ in judged(result)]
+
+
+def judged(result: EvalRun) -> list[tuple[str, str]]:
+    """The lines a person wants, short: correct of all, violations against wrong answers (what else went wrong only
+    where something did), and who is better; reliability over repeats and the test's figures as evidence."""
     lines = []
     for target, data in result.targets.items():
         c = data.all.outcomes
-        lines.append(
-            f"{target}: {c.get('correct', 0)} correct, {c.get('format_violation', 0)} format violations, "
-            f"{c.get('wrong', 0)} wrong, {c.get('error', 0)} errors, {c.get('timeout', 0)} timeouts"
-        )
+        text = (f"{target}: {c.get('correct', 0)}/{data.all.n} correct, {c.get('format_violation', 0)} format "
+                f"violations, {c.get('wrong', 0)} wrong")  # fmt: skip
+        text += "".join(f", {c[k]} {k}s" for k in ("error", "timeout") if c.get(k))
         rep = data.repeats
+        evidence = ""
         if rep and rep.items and rep.pass_at_k is not None and rep.pass_hat_k is not None:
-            lines.append(
-                f"{target}: over {rep.k} repeats pass@{rep.k} {rep.pass_at_k:.2f}, pass^{rep.k} "
-                f"{rep.pass_hat_k:.2f}, {rep.flip_rate or 0:.0%} of items changed outcome"
-            )
+            evidence = (f"over {rep.k} repeats pass@{rep.k} {rep.pass_at_k:.2f}, pass^{rep.k} {rep.pass_hat_k:.2f}, "
+                        f"{rep.flip_rate or 0:.0%} of items changed outcome")  # fmt: skip
+        lines.append((text, evidence))
     pair = result.paired
     if pair:
         s = pair.strict
-        lines.append(
-            f"{pair.first} vs {pair.second} (strict, McNemar over {s.items} items: {s.only_first} only the first, "
-            f"{s.only_second} only the second, p={s.p:.3f}): {s.verdict}"
-        )
+        lines.append((
+            f"{pair.first} vs {pair.second} (strict): {s.verdict}",
+            f"McNemar over {s.items} items: {s.only_first} only the first, {s.only_second} only the second, "
+            f"p={s.p:.3f}",
+        ))  # fmt: skip
     return lines
 
 
@@ -93,10 +101,11 @@ def repo_section(out: Section, result: RepoRun) -> None:
         rows.append([target, f"{res.k}/{res.n} [{res.low:.0%}, {res.high:.0%}]", fmt(_pct(t.visible_pass_rate)),
                      fmt(_pct(t.hidden_pass_rate)), fmt(_pct(t.gap)), str(t.tampered),
                      *(f"{t.traps.get(trap, 0)}/{t.attempts}" for trap in traps)])  # fmt: skip
-        out.verdicts.append(
-            f"{target}: repo repair {res.k}/{res.n} resolved; visible tests {fmt(_pct(t.visible_pass_rate))}, "
-            f"hidden {fmt(_pct(t.hidden_pass_rate))}"
-            + (f"; {t.tampered} attempt(s) graded tampered" if t.tampered else "")
+        say(
+            out,
+            f"{target}: repo repair {res.k}/{res.n} resolved"
+            + (f"; {t.tampered} attempt(s) graded tampered" if t.tampered else ""),
+            f"visible tests {fmt(_pct(t.visible_pass_rate))}, hidden {fmt(_pct(t.hidden_pass_rate))}",
         )
         out.problems += [f"{target}: {e}" for e in t.errors]
     headers = ["target", "resolved", "visible tests", "hidden tests", "gap", "tampered", *traps]

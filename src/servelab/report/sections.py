@@ -32,6 +32,7 @@ def section(store: RunStore, info: RunInfo, *, with_plots: bool = True) -> Secti
 
 
 def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, with_plots: bool) -> None:
+    out.result = result
     match result:
         case BenchRun():
             bench(out, result, store.records(info.run_id) if with_plots else None)
@@ -54,9 +55,11 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
 
 def _coexist_plot(out: Section, store: RunStore, info: RunInfo) -> None:
     from servelab.coexist import stored_result
-    from servelab.report.coexist_plots import interval_png
+    from servelab.report.coexist_plots import interval_png, interval_series
+    from servelab.report.plots import too_few
 
-    add_plot(out, "Chunk intervals per condition", interval_png(stored_result(store, info.run_id)))
+    result = stored_result(store, info.run_id)
+    add_plot(out, "Chunk intervals per condition", interval_png(result), too_few(interval_series(result)))
 
 
 def facts(info: RunInfo, failed: int) -> list[tuple[str, str]]:
