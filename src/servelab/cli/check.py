@@ -29,6 +29,7 @@ from servelab.cli._common import (
     show_run,
 )
 from servelab.cli.engine import start_with_progress
+from servelab.core.terminal import line
 from servelab.engines.embedded import EmbeddedEngine
 from servelab.load import resolve_all, target_specs
 from servelab.report import write_report
@@ -87,7 +88,7 @@ def check(
 
     def progress(step: str, what: str) -> None:
         if not json_out:
-            console_out.print(f"[bold]{step}[/]: {what}")
+            console_out.print(line((step, "bold"), f": {what}"))
 
     try:
         with open_store(store) as db:

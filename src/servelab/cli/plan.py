@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from servelab.cli._common import JsonOption, console, finite, print_json
+from servelab.core.terminal import line, styled
 from servelab.plan import (
     GIB,
     GPUS,
@@ -163,12 +164,12 @@ def _gib(value: float) -> str:
 def show_plan(p: Plan) -> None:
     out = console()
     colour = "green" if p.fits else "red"
-    out.print(f"[bold {colour}]{p.model}: {p.verdict}[/]")
+    out.print(styled(f"{p.model}: {p.verdict}", f"bold {colour}"))
     for reason in p.reasons:
-        out.print(f"  [red]-[/] {reason}")
+        out.print(line("  ", ("-", "red"), f" {reason}"))
     table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
-    table.add_row("weights", f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
-    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}  [dim]{p.overhead_detail}[/]")
+    table.add_row("weights", f"{_gib(p.weights.bytes)}  {p.weights.method}")
+    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}  {p.overhead_detail}")
     table.add_row("KV / state pool", _gib(p.kv_pool_bytes))
     table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
     util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
@@ -196,6 +197,6 @@ def show_plan(p: Plan) -> None:
     if d.experts_touched:
         touched = ", ".join(f"B={b}: {n:.0f}" for b, n in d.experts_touched.items())
         out.print(f"experts read per MoE layer by a batch of B: {touched}")
-    out.print(f"[bold]command:[/] {p.command}")
+    out.print(line(("command:", "bold"), f" {p.command}"))
     for note in p.notes:
-        out.print(f"[dim]note: {note}[/]")
+        out.print(styled(f"note: {note}", "dim"))

@@ -48,7 +48,7 @@ def steps(enabled: bool = True) -> Iterator[Steps]:
     if not enabled:
         yield Steps(None)
         return
-    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("left"), TimeRemainingColumn())  # fmt: skip
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(bar_width=20), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())  # fmt: skip
     with Progress(*columns, console=console(), transient=False) as bar:
         yield Steps(bar)
