@@ -8,6 +8,7 @@ ellipsis. Widths are terminal cells (a wide character counts two)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,15 @@ INDENT = 2  # a record's lines after its first
 HANG = 4  # a value's lines after its first, past its key's indent (where under its first word is too narrow)
 MIN_HANG = 20  # the least room a value's lines under its first word may have
 OPEN, CLOSE = "([{", ")]}"
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_PICTURES = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421}  # ␀..␟, ␡
+_PICTURES |= dict.fromkeys(range(0x80, 0xA0), 0xFFFD)  # C1 controls: no picture of their own
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character but tab and newline as its picture (ESC as ``␛``): printed, it moves
+    no cursor and sets no colour."""
+    return text.translate(_PICTURES) if CONTROL.search(text) else text
 
 
 def words(line: str) -> list[str]:
@@ -107,7 +117,7 @@ class Grid:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line, kind in self.lines(options.max_width):
-            yield Text(line, style=self.styles.get(kind, ""), no_wrap=True, overflow="ignore", end="\n")
+            yield Text(visible(line), style=self.styles.get(kind, ""), no_wrap=True, overflow="ignore", end="\n")
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         widest = max((cell_len(line) for line, _ in self.lines(options.max_width)), default=0)
@@ -134,26 +144,30 @@ def across(headers: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequen
 
 def records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[tuple[str, str]]:
     """The table drawn down: one block per row, a ``header: value`` line per column, a blank line between blocks."""
-    if len(headers) == 2 and all(cell_len(" ".join(row[0].split())) + 2 + widest_word(row[-1]) <= width for row in rows):
+    if len(headers) == 2 and all(cell_len(_one_line(row[0])) + 2 + widest_word(row[-1]) <= width for row in rows):
         return pairs(headers, rows, width)
     out: list[tuple[str, str]] = []
     for n, row in enumerate(rows):
         if n:
             out.append(("", "cell"))
         for i, header in enumerate(headers):
-            out += _field(" ".join(header.split()), row[i] if i < len(row) else "", INDENT if i else 0, width)
+            out += _field(_one_line(header), row[i] if i < len(row) else "", INDENT if i else 0, width)
     if not rows:
-        out.append(("(no rows) " + " | ".join(" ".join(h.split()) for h in headers), "cell"))
+        out.append(("(no rows) " + " | ".join(_one_line(h) for h in headers), "cell"))
     return out
 
 
 def pairs(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> list[tuple[str, str]]:
     """A two-column table drawn down: its headers as ``first: second``, then one ``key: value`` line per row."""
-    out = _field(" ".join(headers[0].split()), " ".join(headers[1].split()), 0, width)
+    out = _field(_one_line(headers[0]), _one_line(headers[1]), 0, width)
     out = [(text, "header") for text, _ in out]
     for row in rows:
-        out += _field(" ".join(row[0].split()), row[1] if len(row) > 1 else "", 0, width)
+        out += _field(_one_line(row[0]), row[1] if len(row) > 1 else "", 0, width)
     return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _field(key: str, value: str, indent: int, width: int) -> list[tuple[str, str]]:

@@ -4,6 +4,8 @@
   named ``synthetic:100:8``, a model id with ``[bold]``, a file name, a server's error or a model's reply is printed
   as it is. servelab's own styling goes in as :class:`rich.text.Text` (:func:`styled`, :func:`line`), never as
   ``[bold]`` in a string: such a string prints as written.
+- No text drives the terminal: a control character (an escape sequence in a server's error, a bell) is shown as its
+  visible picture (``␛``), one character for one.
 - Every table obeys the layout rule of :mod:`servelab.core.grid`: a rich ``Table`` printed on these consoles is
   drawn as a :class:`~servelab.core.grid.Grid` (its title, headers, cells and caption as plain text), so no number
   is split and no column dropped or cut, whichever command built it."""
@@ -16,7 +18,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from servelab.core.grid import Grid
+from servelab.core.grid import CONTROL, Grid, visible
 
 
 class Terminal(Console):
@@ -26,7 +28,18 @@ class Terminal(Console):
         super().__init__(**{"highlight": False, **options, "markup": False, "emoji": False})
 
     def print(self, *objects: Any, **options: Any) -> None:
-        super().print(*(as_grid(o) if isinstance(o, Table) else o for o in objects), **options)
+        super().print(*(_safe(o) for o in objects), **options)
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, Table):
+        return as_grid(value)
+    if isinstance(value, str):
+        return Text(visible(value))
+    if isinstance(value, Text) and CONTROL.search(value.plain):
+        value = value.copy()
+        value.plain = visible(value.plain)
+    return value
 
 
 def make_console(**options: Any) -> Terminal:

@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+matplotlib.rcParams["text.parse_math"] = False  # no label is read as mathtext: names are user text
+
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()

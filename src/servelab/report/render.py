@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -82,24 +83,39 @@ def _failing(s: Section, problem: str) -> bool:
     return s.status != "complete" or "failed" in problem or "stopped early" in problem
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$&])")
+_SHORTCODE = re.compile(r":[a-z0-9_+-]+:")  # an emoji code, as GitHub reads one
+
+
+def md_escape(text: str) -> str:
+    """User and server text as literal Markdown: its punctuation backslash-escaped, and a ``:shortcode:`` (which
+    GitHub turns into an emoji, escaped or not) set in a code span, where nothing is read."""
+    out, last = [], 0
+    for m in _SHORTCODE.finditer(text):
+        out += [_MD_SPECIAL.sub(r"\\\1", text[last : m.start()]), f"`{m.group()}`"]
+        last = m.end()
+    return "".join([*out, _MD_SPECIAL.sub(r"\\\1", text[last:])])
+
+
 def _table_md(t: Table) -> str:
     def cell(c: str) -> str:
-        return c.replace("|", "\\|").replace("\n", "<br>")
+        return "<br>".join(md_escape(line) for line in c.split("\n"))
 
-    lines = [f"**{t.caption}**", "", "| " + " | ".join(cell(h) for h in t.headers) + " |"]
+    lines = [f"**{md_escape(t.caption)}**", "", "| " + " | ".join(cell(h) for h in t.headers) + " |"]
     lines.append("|" + "---|" * len(t.headers))
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
-    return "\n".join(lines + (["", f"*{t.note}*"] if t.note else []))
+    return "\n".join(lines + (["", f"*{md_escape(t.note)}*"] if t.note else []))
 
 
 def to_markdown(sections: Sequence[Section], title: str = "servelab report", notes: Sequence[str] = ()) -> str:
-    out = [f"# {title}", ""] + [f"- **failed:** {n}" for n in notes] + ([""] if notes else [])
+    """Every piece of text from a run (names, a server's words, a model's reply) goes through :func:`md_escape`."""
+    out = [f"# {md_escape(title)}", ""] + [f"- **failed:** {md_escape(n)}" for n in notes] + ([""] if notes else [])
     for s in sections:
-        out += [f"## {s.title} ({s.status})", ""]
-        out += [f"- {k}: {v}" for k, v in s.facts] + ([""] if s.facts else [])
-        out += [f"- {v}" for v in s.verdicts] + ([""] if s.verdicts else [])
-        out += [f"- **problem:** {p}" for p in s.problems] + ([""] if s.problems else [])
+        out += [f"## {md_escape(s.title)} ({md_escape(s.status)})", ""]
+        out += [f"- {md_escape(k)}: {md_escape(v)}" for k, v in s.facts] + ([""] if s.facts else [])
+        out += [f"- {md_escape(v)}" for v in s.verdicts] + ([""] if s.verdicts else [])
+        out += [f"- **problem:** {md_escape(p)}" for p in s.problems] + ([""] if s.problems else [])
         for t in s.tables:
             out += [_table_md(t), ""]
-        out += [f"*(plot in the HTML report: {p.caption})*" for p in s.plots] + [""]
+        out += [f"*(plot in the HTML report: {md_escape(p.caption)})*" for p in s.plots] + [""]
     return "\n".join(out)
