@@ -60,24 +60,42 @@ def widest_line(text: str) -> int:
 
 
 def wrap(text: str, width: int, first: int | None = None) -> list[str]:
-    """``text`` in lines no wider than ``width`` (the first no wider than ``first``), broken between words; only a
-    word wider than the whole width (a long URL) is folded, and nothing is cut."""
+    """``text`` in lines no wider than ``width`` (the first no wider than ``first``), broken between words; a group
+    wider than the whole width breaks at its own spaces, and only a word wider than the whole width (a long URL) is
+    folded (:func:`fold`). Nothing is cut."""
     out: list[str] = []
     room = width if first is None else first
     for raw in text.split("\n"):
         line = ""
-        for word in words(raw):
+        pending = words(raw)
+        while pending:
+            word = pending.pop(0)
+            if cell_len(word) > width and " " in word:
+                pending[:0] = word.split()
+                continue
             if line and cell_len(line) + 1 + cell_len(word) <= room:
                 line += " " + word
                 continue
             if line or (not out and room < cell_len(word)):  # a first line too short for the word: start below
                 out.append(line)
                 room, line = width, ""
-            *folded, line = chop_cells(word, width) if cell_len(word) > width else [word]
+            *folded, line = fold(word, width)
             out += folded
         out.append(line)
         room = width
     return out
+
+
+def fold(word: str, width: int) -> list[str]:
+    """A word wider than ``width`` in pieces: after a ``/`` where one falls in the width (a ratio ``2,061.2/2,619.4``,
+    a URL's path), else at the width."""
+    pieces = []
+    while cell_len(word) > width:
+        cuts = [i + 1 for i, ch in enumerate(word[:-1]) if ch == "/" and cell_len(word[: i + 1]) <= width]
+        head = word[: cuts[-1]] if cuts else chop_cells(word, width)[0]
+        pieces.append(head)
+        word = word[len(head) :]
+    return [*pieces, word]
 
 
 def column_widths(columns: Sequence[Sequence[str]], width: int) -> list[int] | None:
@@ -153,7 +171,7 @@ def records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -
         for i, header in enumerate(headers):
             out += _field(_one_line(header), row[i] if i < len(row) else "", INDENT if i else 0, width)
     if not rows:
-        out.append(("(no rows) " + " | ".join(_one_line(h) for h in headers), "cell"))
+        out += [(line, "cell") for line in wrap("(no rows) " + " | ".join(_one_line(h) for h in headers), width)]
     return out
 
 
@@ -173,11 +191,14 @@ def _one_line(text: str) -> str:
 def _field(key: str, value: str, indent: int, width: int) -> list[tuple[str, str]]:
     """One ``key: value`` line; a value that does not fit goes on in lines under its first word, or, where that
     leaves too little room, indented a little past its key."""
-    head = " " * indent + key + ":"
+    *over, last = wrap(key + ":", max(width - indent, 1))  # a key wider than the terminal wraps too
+    out = [(" " * indent + line, "cell") for line in over]
+    head = " " * indent + last
     if not value:
-        return [(head, "cell")]
+        return [*out, (head, "cell")]
     under = cell_len(head) + 1
-    rest = under if width - under >= max(MIN_HANG, widest_word(value)) else indent + HANG
+    widest = widest_word(value)
+    rest = under if width - under >= max(MIN_HANG, widest) else max(0, min(indent + HANG, width - widest))
     first, *more = wrap(value, max(width - rest, 1), first=width - under)
-    out = [(f"{head} {first}" if first else head, "cell")]
+    out.append((f"{head} {first}" if first else head, "cell"))
     return out + [(" " * rest + line, "cell") for line in more]
