@@ -84,7 +84,7 @@ def _failing(s: Section, problem: str) -> bool:
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$&])")
-_SHORTCODE = re.compile(r":[a-z0-9_+-]+:")  # an emoji code, as GitHub reads one
+_SHORTCODE = re.compile(r"(?::[a-z0-9_+-]+:)+")  # emoji codes as GitHub reads one, those side by side as one
 
 
 def md_escape(text: str) -> str:
