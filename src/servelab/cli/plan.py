@@ -168,8 +168,8 @@ def show_plan(p: Plan) -> None:
     for reason in p.reasons:
         out.print(line("  ", ("-", "red"), f" {reason}"))
     table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
-    table.add_row("weights", f"{_gib(p.weights.bytes)}  {p.weights.method}")
-    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}  {p.overhead_detail}")
+    table.add_row("weights", f"{_gib(p.weights.bytes)}\n{p.weights.method}")
+    table.add_row("engine overhead (modelled)", f"{_gib(p.overhead_bytes)}\n{p.overhead_detail}")
     table.add_row("KV / state pool", _gib(p.kv_pool_bytes))
     table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
     util_min = f"{p.util_min:.2f}" if p.util_min is not None else "-"
