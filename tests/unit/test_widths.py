@@ -180,3 +180,14 @@ def test_a_levels_summary_reads(width: int) -> None:
         "3.20",
     ]
     assert_reads(out.export_text(), width, cells)
+
+
+def test_a_bench_bar_keeps_its_counts_at_60_columns(fixture_server: str, tmp_path: Path) -> None:
+    """At 60 columns the bar dropped its counts and times behind 'left …': now the step's name wraps instead."""
+    argv = ["bench", "--target", f"remote-llama-server-long={fixture_server}/schedule", "--scenario", "code-chat",
+            "--scenario", "character-chat", "--requests", "2", "--max-tokens", "4", "--warmup", "0",
+            "--store", str(tmp_path / "s.sqlite")]  # fmt: skip
+    text = rendered(60, argv)
+    bars = [line for line in text.splitlines() if "━" in line]
+    assert len(bars) >= 2 and all(re.search(r"2/2 +\d+:\d\d:\d\d left +\S", line) for line in bars), text
+    assert all(len(line) <= 60 for line in text.splitlines())
