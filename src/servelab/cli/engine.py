@@ -35,7 +35,11 @@ def _engine(port: int | None, kind: str = "vllm") -> EmbeddedEngine:
 def start_with_progress(engine: EmbeddedEngine) -> EngineState:
     """Start (or reuse) the engine behind a spinner showing the phase and elapsed time."""
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console(), transient=True
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        TimeElapsedColumn(),
+        console=console(),
+        transient=True,
     ) as bar:
         task = bar.add_task("embedded engine", total=None)
         return engine.up(progress=lambda phase, _elapsed: bar.update(task, description=phase))
