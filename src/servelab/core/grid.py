@@ -23,6 +23,7 @@ INDENT = 2  # a record's lines after its first
 HANG = 4  # a value's lines after its first, past its key's indent (where under its first word is too narrow)
 MIN_HANG = 20  # the least room a value's lines under its first word may have
 OPEN, CLOSE = "([{", ")]}"
+STYLES = {"title": "italic", "header": "bold", "rule": "dim", "note": "dim"}
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _PICTURES = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421}  # ␀..␟, ␡
 _PICTURES |= dict.fromkeys(range(0x80, 0xA0), 0xFFFD)  # C1 controls: no picture of their own
@@ -76,7 +77,7 @@ def wrap(text: str, width: int, first: int | None = None) -> list[str]:
             if line and cell_len(line) + 1 + cell_len(word) <= room:
                 line += " " + word
                 continue
-            if line or (not out and room < cell_len(word)):  # a first line too short for the word: start below
+            if line or (not out and room < min(width, cell_len(word))):  # a first line too short for it: start below
                 out.append(line)
                 room, line = width, ""
             *folded, line = fold(word, width)
@@ -121,7 +122,7 @@ class Grid:
     rows: Sequence[Sequence[str]]
     title: str = ""
     note: str = ""
-    styles: dict[str, str] = field(default_factory=lambda: {"title": "italic", "header": "bold", "note": "dim"})
+    styles: dict[str, str] = field(default_factory=lambda: dict(STYLES))
 
     def lines(self, width: int) -> list[tuple[str, str]]:
         """(line, style) pairs, none wider than ``width`` (bar a word wider than the whole width, folded)."""
@@ -151,9 +152,11 @@ def _row_lines(cells: Sequence[str], widths: Sequence[int], *, bottom: bool) -> 
 
 
 def across(headers: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int]) -> list[tuple[str, str]]:
-    """The table drawn across: headers (bottom-aligned), a rule, then each row."""
-    out = [(line, "header") for line in _row_lines(headers, widths, bottom=True)]
-    out.append(("─" * (sum(widths) + GAP * (len(widths) - 1)), "rule"))
+    """The table drawn across: headers (bottom-aligned) and a rule, when it has headers, then each row."""
+    out: list[tuple[str, str]] = []
+    if any(h.strip() for h in headers):
+        out += [(line, "header") for line in _row_lines(headers, widths, bottom=True)]
+        out.append(("─" * (sum(widths) + GAP * (len(widths) - 1)), "rule"))
     for row in rows:
         cells = [row[i] if i < len(row) else "" for i in range(len(headers))]
         out += [(line, "cell") for line in _row_lines(cells, widths, bottom=False)]
@@ -191,6 +194,8 @@ def _one_line(text: str) -> str:
 def _field(key: str, value: str, indent: int, width: int) -> list[tuple[str, str]]:
     """One ``key: value`` line; a value that does not fit goes on in lines under its first word, or, where that
     leaves too little room, indented a little past its key."""
+    if not key:  # a table without headers: its values alone
+        return [(" " * indent + line, "cell") for line in wrap(value, max(width - indent, 1))]
     *over, last = wrap(key + ":", max(width - indent, 1))  # a key wider than the terminal wraps too
     out = [(" " * indent + line, "cell") for line in over]
     head = " " * indent + last
