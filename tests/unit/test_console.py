@@ -12,6 +12,7 @@ from rich.console import Console
 from servelab.cli import main
 from servelab.cli._common import console, using_console
 from servelab.core.store import RunStore
+from servelab.core.terminal import make_console
 from servelab.report import build_sections, print_section, summary_table
 
 SCHEMA2 = Path(__file__).parents[1] / "fixtures" / "store-schema2.sqlite"
@@ -27,23 +28,21 @@ SUMMARY = {
 
 EXPECTED = """\
 local/chat@c4: 9/10 ok
-┏━━━━━━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━┳━━━━━━━┳━━━━━━━┓
-┃ figure                   ┃ p50   ┃ p90   ┃ p99   ┃
-┡━━━━━━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━╇━━━━━━━┩
-│ TTFT (ms)                │ 12.5  │ 20.0  │ 30.2  │
-│ TTFT content (ms)        │ -     │ -     │ -     │
-│ TTFT from scheduled (ms) │ -     │ -     │ -     │
-│ inter-chunk gap (ms)     │ 5.0   │ 6.0   │ 9.5   │
-│ TPOT (ms)                │ 5.1   │ 6.1   │ 9.6   │
-│ per-stream tok/s         │ 180.0 │ 200.0 │ 220.0 │
-└──────────────────────────┴───────┴───────┴───────┘
-aggregate 1,500.0 tok/s over the active window 3.20
-     s; 1280 output tokens; 1270 gaps; errors 1
+figure                    p50    p90    p99
+─────────────────────────────────────────────
+TTFT (ms)                 12.5   20.0   30.2
+TTFT content (ms)         -      -      -
+TTFT from scheduled (ms)  -      -      -
+inter-chunk gap (ms)      5.0    6.0    9.5
+TPOT (ms)                 5.1    6.1    9.6
+per-stream tok/s          180.0  200.0  220.0
+aggregate 1,500.0 tok/s over the active window 3.20 s; 1280 output tokens; 1270
+gaps; errors 1
 """
 
 
 def recording_console(width: int = 80) -> Console:
-    return Console(width=width, record=True, file=io.StringIO(), highlight=False, color_system=None)
+    return make_console(width=width, record=True, file=io.StringIO(), color_system=None)
 
 
 def test_a_summary_table_renders_exactly_at_80_columns() -> None:
@@ -57,7 +56,7 @@ def test_the_cli_writes_to_the_console_it_is_given() -> None:
         assert console() is out
         assert main(["runs", "list"]) == 0  # the isolated, empty store
     text = out.export_text()
-    assert text.splitlines()[0].startswith("┏") and "run" in text and "kind" in text and "status" in text
+    assert text.split()[:4] == ["run", "kind", "started", "status"]
     assert console() is not out
 
 

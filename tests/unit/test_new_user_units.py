@@ -8,16 +8,16 @@ import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from servelab.check import CheckOptions, run_check, this_gpu
 from servelab.cli import main
 from servelab.cli._common import using_console
 from servelab.core.store import RunStore
+from servelab.core.terminal import make_console
 
 
 def test_a_bench_shows_its_progress_then_its_tables(fixture_server: str, tmp_path: Path) -> None:
-    out = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    out = make_console(width=80, record=True, file=io.StringIO(), color_system=None)
     argv = ["bench", "--target", f"fx={fixture_server}/schedule", "--scenario", "code-chat", "--requests", "3",
             "--max-tokens", "4", "--warmup", "0", "--store", str(tmp_path / "s.sqlite")]  # fmt: skip
     with using_console(out):

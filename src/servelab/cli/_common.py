@@ -15,6 +15,7 @@ from rich.console import Console
 from servelab.core.errors import ServelabError, UsageError
 from servelab.core.results import RunResult
 from servelab.core.store import RunStore
+from servelab.core.terminal import make_console, styled
 from servelab.load import Target, described, resolve_all, target_specs
 from servelab.report import print_section, section
 
@@ -42,7 +43,7 @@ _CONSOLES: list[Console] = []
 def console() -> Console:
     """The one console of this invocation (made by :func:`servelab.cli.main`, or here on first use)."""
     if not _CONSOLES:
-        _CONSOLES.append(Console(highlight=False))
+        _CONSOLES.append(make_console())
     return _CONSOLES[-1]
 
 
@@ -104,5 +105,5 @@ def targets_from(
     targets = resolve_all(specs)
     if not quiet:
         for t in targets:
-            console().print(f"[dim]target {described(t)}[/]")
+            console().print(styled(f"target {described(t)}", "dim"))
     return targets

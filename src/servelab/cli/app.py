@@ -9,6 +9,7 @@ from servelab.cli import bench, check, engine, plan, runs
 from servelab.cli.coexist import coexist
 from servelab.cli.eval import eval_command
 from servelab.cli.gateway import gateway
+from servelab.cli.help import plain_help
 from servelab.cli.report import report
 
 app = typer.Typer(
@@ -43,3 +44,4 @@ app.command("coexist")(coexist)
 app.command("report")(report)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
+plain_help(app)  # last: every command registered above writes its help whole at any width

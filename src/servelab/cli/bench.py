@@ -45,6 +45,7 @@ from servelab.cli.progress import steps
 from servelab.core.errors import UsageError
 from servelab.core.stats import Interval
 from servelab.core.store import RunStore
+from servelab.core.terminal import line
 from servelab.report import compare_table, rich_table
 
 
@@ -305,7 +306,7 @@ def compare(
     out = console()
     out.print(rich_table(compare_table(got.rows, f"{got.first} vs {got.second}")))
     for warning in got.warnings:
-        out.print(f"[yellow]warning:[/] {warning}")
+        out.print(line(("warning:", "yellow"), f" {warning}"))
 
 
 def write_csv(rows: list[Row], path: Path) -> None:

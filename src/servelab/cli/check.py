@@ -28,6 +28,7 @@ from servelab.cli._common import (
     print_json,
 )
 from servelab.cli.engine import start_with_progress
+from servelab.core.terminal import line, styled
 from servelab.engines.embedded import EmbeddedEngine
 from servelab.load import resolve_all, target_specs
 from servelab.report import build_report, print_summary, write_report
@@ -86,7 +87,7 @@ def check(
 
     def progress(step: str, what: str) -> None:
         if not json_out:
-            console_out.print(f"[bold]{step}[/]: {what}")
+            console_out.print(line((step, "bold"), f": {what}"))
 
     try:
         with open_store(store) as db:
@@ -106,7 +107,7 @@ def _finish(db_path: Path, outcome: CheckOutcome, report: Path, json_out: bool) 
     else:
         with open_store(db_path) as db:
             print_summary(console(), build_report(db, report_runs(outcome), failure_notes(outcome), with_plots=False))
-        console().print("[dim]each verdict's evidence, every table and the plots are in the report[/]")
+        console().print(styled("each verdict's evidence, every table and the plots are in the report", "dim"))
         console().print(f"report: {report.resolve()}")
     if any(r.error for r in outcome):
         raise typer.Exit(1)

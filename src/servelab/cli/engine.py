@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import typer
-from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from servelab.cli._common import JsonOption, console, finite, print_json
@@ -51,12 +50,12 @@ def start_with_progress(engine: EmbeddedEngine) -> EngineState:
             said["start"] = True
             bar.console.print(f"starting the embedded {engine.label} on {engine.settings.url} (it can take a minute "
                               f"or more); log: {engine.settings.log_path}")  # fmt: skip
-        bar.update(task, description=escape(phase))
+        bar.update(task, description=phase)
         if not out.is_terminal and elapsed - said["at"] >= PROGRESS_LINE_S:
             said["at"] = elapsed
-            bar.console.print(f"  {elapsed:.0f} s: {escape(phase)}")
+            bar.console.print(f"  {elapsed:.0f} s: {phase}")
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=out,
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(), console=out,
                   transient=True) as bar:  # fmt: skip
         task = bar.add_task("embedded engine", total=None)
         return engine.up(progress=lambda phase, elapsed: report(bar, task, phase, elapsed))

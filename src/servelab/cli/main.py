@@ -17,12 +17,13 @@ from servelab.cli._common import console
 from servelab.cli.app import app
 from servelab.core.errors import Interrupted, ServelabError
 from servelab.core.recorder import INTERRUPTED
+from servelab.core.terminal import line, make_console
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every failure becomes a message and an exit code, never a traceback
     (set SERVELAB_DEBUG=1 to see one for an unexpected error)."""
-    err = Console(stderr=True, highlight=False)
+    err = make_console(stderr=True)
     console()  # the one console every command of this invocation writes to (a test may have given its own)
     try:
         with _signals_interrupt():
@@ -30,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         if code == 130:  # typer answers Ctrl-C (and so our signals, KeyboardInterrupts too) with Exit(130)
             return _interrupted(err, Interrupted(_RECEIVED[-1]) if _RECEIVED else KeyboardInterrupt())
     except ServelabError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(line(("error:", "bold red"), f" {exc}"))
         if exc.hint:
-            err.print(f"[dim]hint:[/] {exc.hint}")
+            err.print(line(("hint:", "dim"), f" {exc.hint}"))
         return exc.exit_code
     except (KeyboardInterrupt, Interrupted) as exc:
         return _interrupted(err, exc)
@@ -46,13 +47,13 @@ def main(argv: list[str] | None = None) -> int:
         if callable(show):
             show()
         else:
-            err.print(f"[bold red]error:[/] {exc}")
+            err.print(line(("error:", "bold red"), f" {exc}"))
         return int(getattr(exc, "exit_code", 2))
     except Exception as exc:  # a bug of ours: say so plainly
         if os.environ.get("SERVELAB_DEBUG"):
             traceback.print_exc()
-        err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}")
-        err.print("[dim]hint:[/] this is a servelab bug; SERVELAB_DEBUG=1 shows the traceback")
+        err.print(line(("internal error:", "bold red"), f" {type(exc).__name__}: {exc}"))
+        err.print(line(("hint:", "dim"), " this is a servelab bug; SERVELAB_DEBUG=1 shows the traceback"))
         return 70
     return code if isinstance(code, int) else 0
 

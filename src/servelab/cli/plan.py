@@ -10,6 +10,7 @@ from rich.table import Table
 
 from servelab.cli._common import JsonOption, console, finite, print_json
 from servelab.core.errors import UsageError
+from servelab.core.terminal import line, styled
 from servelab.plan import (
     GIB,
     GPUS,
@@ -200,8 +201,8 @@ def _budget_table(p: Plan) -> Table:
     llamacpp = p.engine == "llamacpp"
     rows = LLAMACPP_ROWS if llamacpp else ROWS
     table = Table("budget", "memory", title=f"{p.engine} on {p.gpu} ({_gib(p.gpu_bytes)})", title_justify="left")
-    table.add_row(rows[0], f"{_gib(p.weights.bytes)}  [dim]{p.weights.method}[/]")
-    table.add_row(rows[1], f"{_gib(p.overhead_bytes)}  [dim]{p.overhead_detail}[/]")
+    table.add_row(rows[0], f"{_gib(p.weights.bytes)}\n{p.weights.method}")
+    table.add_row(rows[1], f"{_gib(p.overhead_bytes)}\n{p.overhead_detail}")
     table.add_row(rows[2], _gib(p.kv_pool_bytes))
     table.add_row("co-tenants + headroom", _gib(p.cotenant_bytes + p.headroom_bytes))
     if llamacpp:
@@ -222,9 +223,9 @@ def _budget_table(p: Plan) -> Table:
 def show_plan(p: Plan) -> None:
     out = console()
     colour = "green" if p.fits else "red"
-    out.print(f"[bold {colour}]{p.model}: {p.verdict}[/]")
+    out.print(styled(f"{p.model}: {p.verdict}", f"bold {colour}"))
     for reason in p.reasons:
-        out.print(f"  [red]-[/] {reason}")
+        out.print(line("  ", ("-", "red"), f" {reason}"))
     out.print(_budget_table(p))
     cache = Table("cache", "value", title_justify="left")
     cache.add_row("parameters", f"{p.total_params / 1e9:,.2f}B total, {p.active_params / 1e9:,.2f}B active")
@@ -245,11 +246,11 @@ def show_plan(p: Plan) -> None:
     if d.experts_touched:
         touched = ", ".join(f"B={b}: {n:.0f}" for b, n in d.experts_touched.items())
         out.print(f"experts read per MoE layer by a batch of B: {touched}")
-    out.print(f"[bold]command:[/] {p.command}")
+    out.print(line(("command:", "bold"), f" {p.command}"))
     for note in p.notes:
-        out.print(f"[dim]note: {note}[/]")
+        out.print(styled(f"note: {note}", "dim"))
     if p.suggestions:
-        out.print("[bold]what would fit[/] (each planned again with one change):")
+        out.print(line(("what would fit", "bold"), " (each planned again with one change):"))
     elif not p.fits:
         out.print(f"no single change fits on {p.gpu}: not an 8-bit KV cache, a smaller --quant, a shorter --context "
                   "nor fewer sessions (planned again with each)")  # fmt: skip

@@ -15,6 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 
 from servelab.cli._common import console
 from servelab.core.records import RequestRecord
@@ -48,7 +49,10 @@ def steps(enabled: bool = True) -> Iterator[Steps]:
     if not enabled:
         yield Steps(None)
         return
-    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("left"), TimeRemainingColumn())  # fmt: skip
+    whole = Column(no_wrap=True)  # the counts and times keep their width; the step's name wraps to make room
+    columns = (TextColumn("{task.description}", markup=False, table_column=Column(overflow="fold")),
+               BarColumn(bar_width=10 if console().width < 70 else 20, table_column=whole),
+               MofNCompleteColumn(table_column=whole), TimeElapsedColumn(table_column=whole),
+               TextColumn("left", table_column=whole), TimeRemainingColumn(table_column=whole))  # fmt: skip
     with Progress(*columns, console=console(), transient=False) as bar:
         yield Steps(bar)

@@ -12,6 +12,7 @@ from rich.table import Table
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json
 from servelab.core.export import export_run
 from servelab.core.results import load_result
+from servelab.core.terminal import line, styled
 from servelab.report import print_section, section
 
 app = typer.Typer(help="Stored runs: list, show, export.", no_args_is_help=True)
@@ -78,13 +79,11 @@ def show(
             )
             return
         out = console()
-        out.print(
-            f"[bold]{info.run_id}[/]  {info.kind}  {info.status}  {info.record_count} records  "
-            f"started {_when(info.created_at)}"
-        )
+        out.print(line((info.run_id, "bold"), f"  {info.kind}  {info.status}  {info.record_count} records  "
+                       f"started {_when(info.created_at)}"))  # fmt: skip
         print_section(out, section(db, info, with_plots=False), heading=False)
     if summaries and result is not None:
-        out.print(f"[dim]kept beside the result: {', '.join(summaries)} (servelab runs export {info.run_id})[/]")
+        out.print(styled(f"kept beside the result: {', '.join(summaries)} (servelab runs export {info.run_id})", "dim"))
 
 
 @app.command()

@@ -2,11 +2,11 @@
 started with a smaller ``--max-num-batched-tokens``, one under an MPS cap), run through the same conditions as the
 plain target, so one run and one report say which keeps the voice within the goals and at what cost to the LLM.
 
-A mitigation through ``servelab gateway`` holds the gateway's realtime lease while the probes speak
-(``POST /admin/realtime`` under a lease id of its own, renewed at a third of its TTL, released after), so long prefills go to its external
-route exactly while they would hurt. Condition names carry the mitigation: ``gateway/prefill``; the LLM's share is
-always against the plain target's load with no probe (``llm:prefill``), so a mitigation that slows the LLM shows
-the cost."""
+A mitigation through ``servelab gateway`` holds a realtime lease of its own while the probes speak (``POST
+/admin/realtime`` with its lease id, renewed at a third of its TTL, released after), so long prefills go to its
+external route exactly while they would hurt, and another session's lease never ends it. Condition names carry the
+mitigation: ``gateway/prefill``; the LLM's share is always against the plain target's load with no probe
+(``llm:prefill``), so a mitigation that slows the LLM shows the cost."""
 
 from __future__ import annotations
 

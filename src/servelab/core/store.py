@@ -65,6 +65,15 @@ STATUS_FAILED = "failed"
 STATUS_INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP: what was measured is kept
 
 
+def new_run_id(now: float | None = None) -> str:
+    """``YYYYMMDD-HHMMSS.mmm-xxxxxx``: local time to the millisecond, then 6 random hex digits, so runs started in
+    one second read apart and sort by when they started (ids of older servelab, ``YYYYMMDD-HHMMSS-xxxxxx``, still
+    resolve: a run is found by any unique prefix of its id)."""
+    now = time.time() if now is None else now
+    millis = int(now * 1000) % 1000
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}.{millis:03d}-{uuid.uuid4().hex[:6]}"
+
+
 def default_store_path() -> Path:
     """``$SERVELAB_STORE``, else ``<servelab home>/runs.sqlite``."""
     explicit = os.environ.get("SERVELAB_STORE")
@@ -130,7 +139,7 @@ class RunStore:
 
     # -- writing -----------------------------------------------------------------------------
     def create_run(self, kind: str, manifest: dict[str, Any], run_id: str | None = None) -> str:
-        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        run_id = run_id or new_run_id()
         self._db.execute(
             "INSERT INTO runs (run_id, kind, created_at, status, manifest) VALUES (?, ?, ?, ?, ?)",
             (run_id, kind, time.time(), STATUS_RUNNING, json.dumps(manifest)),
@@ -175,7 +184,7 @@ class RunStore:
         sql = (
             "SELECT r.run_id, r.kind, r.created_at, r.finished_at, r.status, r.manifest, "
             "(SELECT COUNT(*) FROM records x WHERE x.run_id = r.run_id), r.error FROM runs r "
-            "ORDER BY r.created_at DESC"
+            "ORDER BY r.created_at DESC, r.run_id DESC"
         )
         rows = self._db.execute(sql + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
         return [_run_info(row) for row in rows]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
+from servelab.core.grid import Grid
+from servelab.core.terminal import line, styled
 from servelab.report.document import Report
 from servelab.report.model import Section
 from servelab.report.model import Table as Figures
@@ -23,9 +23,9 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def summary_table(title: str, s: dict[str, Any]) -> Table:
+def summary_table(title: str, s: dict[str, Any]) -> Grid:
     """One level's figures: TTFT, inter-chunk gaps, TPOT, tok/s, errors."""
-    table = Table("figure", "p50", "p90", "p99", title=f"{title}: {s['ok']}/{s['requests']} ok", title_justify="left")
+    rows = []
     for label, key in (
         ("TTFT (ms)", "ttft_ms"),
         ("TTFT content (ms)", "ttft_content_ms"),
@@ -35,50 +35,41 @@ def summary_table(title: str, s: dict[str, Any]) -> Table:
         ("per-stream tok/s", "stream_tok_s"),
     ):
         row = s.get(key) or {}
-        table.add_row(label, fmt(row.get("p50")), fmt(row.get("p90")), fmt(row.get("p99")))
-    table.caption = (
+        rows.append([label, fmt(row.get("p50")), fmt(row.get("p90")), fmt(row.get("p99"))])
+    caption = (
         f"aggregate {fmt(s.get('aggregate_tok_s'))} tok/s over the active window {fmt(s.get('active_window_s'), 2)} s; "
         f"{s.get('output_tokens', 0)} output tokens; {s.get('samples', {}).get('itl', 0)} gaps"
         + (f"; errors {s['errors']}" if s.get("errors") else "")
     )
-    return table
+    return Grid(["figure", "p50", "p90", "p99"], rows, title=f"{title}: {s['ok']}/{s['requests']} ok", note=caption)
 
 
-def rich_table(t: Figures, width: int | None = None) -> Table:
-    """A report table as a rich table (a cell's lines kept; the note as the caption). Where its lines would be wider
-    than ``width``, each column is as narrow as its longest word and its cells wrap at spaces: nothing is cut."""
-    table = Table(title=t.caption, title_justify="left", caption=t.note or None, caption_justify="left",
-                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)  # fmt: skip
-    columns = list(zip(t.headers, *t.rows, strict=False)) if t.rows else [(h,) for h in t.headers]
-    natural = sum(max(len(line) for cell in col for line in cell.split("\n")) + 2 for col in columns)
-    narrow = width is not None and natural > width
-    for col in columns:
-        longest = max((len(word) for cell in col for word in cell.split()), default=1)
-        header = max((len(word) for word in col[0].split()), default=1)
-        table.add_column(col[0], min_width=header, max_width=longest if narrow else None, overflow="fold")
-    for row in t.rows:
-        table.add_row(*row)
-    return table
+def rich_table(t: Figures, width: int | None = None) -> Grid:
+    """A report table for the terminal, laid out by the grid rule (:mod:`servelab.core.grid`) at the width it is
+    drawn: across when every column holds its widest word, else one block of ``header: value`` lines per row.
+    ``width`` is not needed (the layout follows the console) and kept for callers that give it."""
+    return Grid(t.headers, t.rows, title=t.caption, note=t.note)
 
 
-def section_tables(section: Section, width: int | None = None) -> list[Table]:
+def section_tables(section: Section, width: int | None = None) -> list[Grid]:
     return [rich_table(t, width) for t in section.tables]
 
 
 def print_section(console: Console, section: Section, *, heading: bool = True) -> None:
-    """A stored run for a person at a terminal: what it was, its tables, its verdicts, what went wrong."""
+    """A stored run for a person at a terminal: what it was, its tables, its verdicts, what went wrong (all of it
+    plain text: a name or a server's words are never read as markup)."""
     if heading:
-        console.print(f"[bold]{section.title}[/] ({section.status})")
+        console.print(line((section.title, "bold"), f" ({section.status})"))
     for name, value in section.facts:
-        console.print(f"[dim]{name}: {value}[/]")
+        console.print(styled(f"{name}: {value}", "dim"))
     for table in section_tables(section, console.width):
         console.print(table)
-    for line in section.verdicts:
-        console.print(escape(line))
-        if evidence := section.evidence.get(line):
-            console.print(escape("\n".join(f"  {e}" for e in evidence.split("\n"))), style="dim")
+    for verdict in section.verdicts:
+        console.print(Text(verdict))
+        if evidence := section.evidence.get(verdict):
+            console.print(Text("\n".join(f"  {e}" for e in evidence.split("\n")), style="dim"))
     for problem in section.problems:
-        console.print(f"[yellow]warning:[/] {escape(problem)}")
+        console.print(line(("warning:", "yellow"), f" {problem}"))
 
 
 def print_summary(console: Console, report: Report) -> None:
@@ -92,8 +83,8 @@ def print_summary(console: Console, report: Report) -> None:
         console.print(rich_table(answer, console.width))
     for s in report.sections:
         if s.verdicts:
-            console.print(f"[bold]{escape(s.kind)}[/] [dim]{s.run_id}[/]")
-            for line in s.verdicts:
-                console.print(f"  {escape(line)}")
-    for line in report.failed:
-        console.print(f"[red]failed:[/] {escape(line)}")
+            console.print(line((s.kind, "bold"), " ", (s.run_id, "dim")))
+            for verdict in s.verdicts:
+                console.print(Text(f"  {verdict}"))
+    for failure in report.failed:
+        console.print(line(("failed:", "red"), f" {failure}"))

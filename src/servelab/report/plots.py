@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from servelab.report.model import INTERVAL_MIN
 
 DKW_ALPHA = 0.05
+matplotlib.rcParams["text.parse_math"] = False  # no label is read as mathtext: names are user text
 
 
 def _png(fig: Figure) -> bytes:

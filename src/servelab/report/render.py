@@ -136,12 +136,18 @@ def to_html(report: Report) -> str:
     )
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~$&])")
+_SHORTCODE = re.compile(r"(?::[a-z0-9_+-]+:)+")  # emoji codes as GitHub reads one, those side by side as one
 
 
 def md_escape(text: str) -> str:
-    """User and server text as literal Markdown: its punctuation backslash-escaped."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    """User and server text as literal Markdown: its punctuation backslash-escaped, and a ``:shortcode:`` (which
+    GitHub turns into an emoji, escaped or not) set in a code span, where nothing is read."""
+    out, last = [], 0
+    for m in _SHORTCODE.finditer(text):
+        out += [_MD_SPECIAL.sub(r"\\\1", text[last : m.start()]), f"`{m.group()}`"]
+        last = m.end()
+    return "".join([*out, _MD_SPECIAL.sub(r"\\\1", text[last:])])
 
 
 def _table_md(t: Table) -> str:
