@@ -13,10 +13,10 @@ import pytest
 import servelab
 
 PUBLIC: dict[str, list[str]] = {
-    "servelab.bench": ["BenchResult", "Bottleneck", "Load", "Row", "RunComparison", "SLO", "Scenario", "Step",
-                       "Target", "at_levels", "at_rates", "bottleneck", "compare_runs", "expand",
-                       "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench", "scenario_names", "search_slo",
-                       "side_by_side"],
+    "servelab.bench": ["BenchResult", "Bottleneck", "DEFAULT_REQUESTS", "HOLD_WAVES", "Load", "Row", "RunComparison",
+                       "SLO", "Scenario", "Step", "Target", "at_levels", "at_rates", "bottleneck", "compare_runs",
+                       "expand", "no_verdict", "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench",
+                       "scenario_names", "search_slo", "side_by_side", "sized", "slo_requests"],
     "servelab.check": ["CheckOptions", "CheckOutcome", "STEPS", "StepResult", "default_report_path", "failure_notes",
                        "report_runs", "run_check", "this_gpu", "validate"],
     "servelab.cli": ["app", "main"],

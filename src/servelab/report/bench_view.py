@@ -26,6 +26,7 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
     if any(s.bottleneck for s in result.steps):
         out.tables.append(bottleneck_table(result.steps))
         out.verdicts += [bottleneck_line(s) for s in result.steps if s.bottleneck]
+    out.verdicts += [f"{s.target}/{s.scenario}: {s.no_verdict}" for s in result.steps if s.no_verdict]
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         out.verdicts.append(slo_verdict(target, search))

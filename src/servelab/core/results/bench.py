@@ -70,6 +70,7 @@ class Step(Model):
     summary: Summary
     clients: list[ClientLoad] = Field(default_factory=list)  # one per load-generating process
     bottleneck: Bottleneck | None = None
+    no_verdict: str | None = None  # why no side is named: no request succeeded, or it never had its concurrency
     goodput: Goodput | None = None
 
 
