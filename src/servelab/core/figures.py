@@ -58,16 +58,20 @@ class Figure:
         return self.value is not None and supports(self.n, self.q)
 
     def text(self, digits: int = 1, scale: float = 1.0) -> str:
-        """``41.2``; too few samples: ``max 41.0 (n=5)``; none: ``-``; an unknown count: ``41.2 (n?)``."""
+        """``41.2``; too few samples: ``max 41.0 (n=5)`` (a median: ``41.0 (n=1)``; no largest sample kept:
+        ``too few (n=5)``); none: ``-``; an unknown count: ``41.2 (n?)``."""
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)) or self.n == 0:
             return "-"
         if self.n is None:
             return f"{fmt_number(self.value * scale, digits)} (n?)"
         if self.supported:
             return fmt_number(self.value * scale, digits)
-        side = "max" if self.q > 0.5 else "min" if self.q < 0.5 else "value"
-        shown = self.extreme if self.extreme is not None else self.value
-        return f"{side} {fmt_number(shown * scale, digits)} (n={self.n})"
+        if self.q == 0.5:  # a median of one sample is that sample: said with its count
+            return f"{fmt_number(self.value * scale, digits)} (n={self.n})"
+        if self.extreme is None:
+            return f"too few (n={self.n})"
+        side = "max" if self.q > 0.5 else "min"
+        return f"{side} {fmt_number(self.extreme * scale, digits)} (n={self.n})"
 
 
 def quantile_figure(samples: Sequence[float], q: float) -> Figure:

@@ -9,6 +9,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from servelab.core.figures import stored_figure
+from servelab.core.summary import PER_REQUEST
 from servelab.report.model import Section
 from servelab.report.model import Table as Figures
 
@@ -32,8 +34,9 @@ def summary_table(title: str, s: dict[str, Any]) -> Table:
         ("TPOT (ms)", "tpot_ms"),
         ("per-stream tok/s", "stream_tok_s"),
     ):
-        row = s.get(key) or {}
-        table.add_row(label, fmt(row.get("p50")), fmt(row.get("p90")), fmt(row.get("p99")))
+        row, top, short = s.get(key) or {}, s.get("maxima") or {}, key.removesuffix("_ms")
+        n = (s.get("samples") or {}).get(short, s.get("ok") if short in PER_REQUEST else None)
+        table.add_row(label, *(stored_figure(row, p, n, top.get(key)).text() for p in ("p50", "p90", "p99")))
     table.caption = (
         f"aggregate {fmt(s.get('aggregate_tok_s'))} tok/s over the active window {fmt(s.get('active_window_s'), 2)} s; "
         f"{s.get('output_tokens', 0)} output tokens; {s.get('samples', {}).get('itl', 0)} gaps"
