@@ -31,7 +31,7 @@ class CheckOptions:
     skip: frozenset[str] = frozenset()
     bench_requests: int = 3  # per single-stream scenario; a concurrent one sends HOLD_WAVES per stream
     max_tokens: int = 64
-    coexist_utterances: int = 4
+    coexist_utterances: int = 5  # of 25 chunks, one round: 120 intervals per condition, enough for a p99
     engine_memory: tuple[int, int] | None = None  # the embedded engine's KV bytes and context: plan for those
 
 

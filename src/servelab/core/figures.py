@@ -8,7 +8,8 @@
 - A share (what the engine held of the requests' time, what the LLM kept of its rate alone) is never printed above
   100% as a fact: a ratio of two measured quantities can come out above 1 by noise alone. With an interval, a share
   whose interval reaches 100% is ``no measurable loss`` (``no measurable loss: 99% [93, 106]``, the bounds as
-  measured); without one, an estimate above 100% is printed as ``100%`` with ``(measured 106%)`` beside it.
+  measured); an estimate above 100% is printed as ``100%`` with the measured ratio as a multiple beside it
+  (``100% (measured x1.06)``).
 """
 
 from __future__ import annotations
@@ -57,21 +58,27 @@ class Figure:
     def supported(self) -> bool:
         return self.value is not None and supports(self.n, self.q)
 
-    def text(self, digits: int = 1, scale: float = 1.0) -> str:
+    def text(self, digits: int = 1, scale: float = 1.0, unit: str = "") -> str:
         """``41.2``; too few samples: ``max 41.0 (n=5)`` (a median: ``41.0 (n=1)``; no largest sample kept:
-        ``too few (n=5)``); none: ``-``; an unknown count: ``41.2 (n?)``."""
+        ``too few (n=5)``); none: ``-``; an unknown count: ``41.2 (n?)``. ``unit`` follows the number."""
         if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)) or self.n == 0:
             return "-"
+        unit = f" {unit}" if unit else ""
         if self.n is None:
-            return f"{fmt_number(self.value * scale, digits)} (n?)"
+            return f"{fmt_number(self.value * scale, digits)}{unit} (n?)"
         if self.supported:
-            return fmt_number(self.value * scale, digits)
+            return f"{fmt_number(self.value * scale, digits)}{unit}"
         if self.q == 0.5:  # a median of one sample is that sample: said with its count
-            return f"{fmt_number(self.value * scale, digits)} (n={self.n})"
+            return f"{fmt_number(self.value * scale, digits)}{unit} (n={self.n})"
         if self.extreme is None:
             return f"too few (n={self.n})"
         side = "max" if self.q > 0.5 else "min"
-        return f"{side} {fmt_number(self.extreme * scale, digits)} (n={self.n})"
+        return f"{side} {fmt_number(self.extreme * scale, digits)}{unit} (n={self.n})"
+
+    def labelled(self, digits: int = 1, unit: str = "") -> str:
+        """With its name where it is one: ``p99 41.2 ms``, else as :meth:`text` says it (``max 41.0 ms (n=5)``)."""
+        said = self.text(digits, unit=unit)
+        return f"p{self.q * 100:g} {said}" if self.supported else said
 
 
 def quantile_figure(samples: Sequence[float], q: float) -> Figure:
@@ -119,11 +126,13 @@ class Share:
         return self.high is not None and self.high >= 1.0
 
     def text(self) -> str:
-        """``87% [80, 93]``; reaching 100%: ``no measurable loss: 99% [93, 106]``; no interval: ``87%``, and above
-        100%: ``100% (measured 106%)``."""
+        """``87% [80, 93]``; an interval reaching 100%: ``no measurable loss: 99% [93, 106]``; no interval: ``87%``;
+        above 100% with no interval reaching it: ``100% (measured x1.06)``, the ratio as a multiple, not a share."""
         pct = f"{self.shown:.0%}"
         if self.low is None or self.high is None:
-            return pct if self.estimate <= 1.0 else f"{pct} (measured {self.estimate:.0%})"
+            return pct if self.estimate <= 1.0 else f"{pct} (measured x{self.estimate:.2f})"
+        if self.low > 1.0:
+            return f"{pct} (measured x{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}])"
         bounds = f"[{self.low * 100:.0f}, {self.high * 100:.0f}]"
         return f"no measurable loss: {pct} {bounds}" if self.no_measurable_loss else f"{pct} {bounds}"
 
@@ -136,7 +145,7 @@ def share_text(value: float | None, low: float | None = None, high: float | None
 
 
 def pct_text(value: float | None) -> str:
-    """A share with no interval, never printed above 100% (``100% (measured 106%)``); ``-`` for none."""
+    """A share with no interval, never printed above 100% (``100% (measured x1.06)``); ``-`` for none."""
     return share_text(value)
 
 
