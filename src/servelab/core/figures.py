@@ -107,6 +107,17 @@ def estimate_text(interval: Interval | None, n: int | None, digits: int = 1) -> 
     return f"{value} [{fmt_number(interval.low, digits)}, {fmt_number(interval.high, digits)}]"
 
 
+def proportion_text(k: int, n: int, low: float | None, high: float | None, sep: str = " ") -> str:
+    """``7/12 58% [32, 81]`` (its Wilson interval); from fewer than ``MIN_INTERVAL``: ``3/5 60% (too few for an
+    interval)``; none asked: ``-``."""
+    if not n:
+        return "-"
+    said = f"{k}/{n} {k / n:.0%}"
+    if n < MIN_INTERVAL or low is None or high is None:
+        return f"{said}{sep}({TOO_FEW})"
+    return f"{said}{sep}[{low * 100:.0f}, {high * 100:.0f}]"
+
+
 @dataclass(frozen=True, slots=True)
 class Share:
     """A measured share (0..1 when all is well), possibly above 1 by noise, with its interval where one exists."""
