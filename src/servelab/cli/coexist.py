@@ -208,12 +208,12 @@ def coexist(
     names = with_baselines(options.conditions) if targets and llm_baseline else options.conditions
     segments = len(mitigated(names, options.mitigations))
     out = console()
-    count, seconds = expected(the_probes, targets[0] if targets else None, options)
-    if not json_out:
-        out.print(f"coexist: {segments} conditions x {options.repeats} rounds, {count} utterances each: "
-                  f"{duration_text(seconds)} (--utterances, --repeats, --conditions)")  # fmt: skip
     with open_store(store) as db:
         options.reference = stored_result(db, reference) if reference else None
+        count, seconds = expected(the_probes, targets[0] if targets else None, options)
+        if not json_out:
+            out.print(f"coexist: {segments} conditions x {options.repeats} rounds, {count} utterances each: "
+                      f"{duration_text(seconds)} (--utterances, --repeats, --conditions)")  # fmt: skip
         with steps(not json_out) as bar:
             bar.start(f"{segments} conditions x {options.repeats} rounds", segments * options.repeats)
             result = run_coexist(
