@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from servelab.bench import Load, bottleneck, run_bench
+from servelab.bench.verdict import client_limited
 from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, load_result
 from servelab.core.store import RunStore
@@ -29,6 +30,7 @@ from servelab.engines.lateness import Lateness
 from servelab.load import Target, default_workers, run_in_workers
 from servelab.load.scenarios import Scenario, load_scenario
 from servelab.load.workers import split
+from tests.unit.quiet_client import client_never_the_limit
 
 
 def _chat(concurrency: int) -> Scenario:
@@ -44,9 +46,11 @@ def _bench(tmp_path: Path, target: Target, concurrency: int, load: Load) -> Benc
 
 
 @pytest.mark.parametrize("sim", [["--max-running", 4, "--step-ms", 5]], indirect=True)
-def test_a_capped_engine_is_the_server_side_limit(sim: Target, tmp_path: Path) -> None:
+def test_a_capped_engine_is_the_server_side_limit(sim: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """16 streams on an engine that runs 4 (800 tok/s at most): requests wait in its queue, and the verdict says
-    the engine, with the queue and a token rate at the cap as evidence."""
+    the engine, with the queue and a token rate at the cap as evidence (the client's rules out of reach: a busy
+    machine does not decide it)."""
+    client_never_the_limit(monkeypatch)
     stored = _bench(tmp_path, sim, 16, Load(requests=96, warmup=1, max_tokens=20, workers=1))
     (step,) = stored.steps
     assert step.bottleneck is not None and step.bottleneck.limit == "engine"
@@ -57,9 +61,13 @@ def test_a_capped_engine_is_the_server_side_limit(sim: Target, tmp_path: Path) -
 
 
 @pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 5, "--admit-ms", 30]], indirect=True)
-def test_requests_held_before_the_engine_are_the_frontend(sim: Target, tmp_path: Path) -> None:
+def test_requests_held_before_the_engine_are_the_frontend(
+    sim: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A frontend that admits one request per 30 ms holds most of 8 streams while the engine has room: the client
-    counts more in flight than the engine runs or queues."""
+    counts more in flight than the engine runs or queues (the client's rules out of reach: a busy machine does not
+    decide it)."""
+    client_never_the_limit(monkeypatch)
     stored = _bench(tmp_path, sim, 8, Load(requests=40, warmup=1, max_tokens=10, workers=1))
     (step,) = stored.steps
     assert step.bottleneck is not None and step.bottleneck.limit == "server frontend"
@@ -88,7 +96,9 @@ def test_a_starved_client_is_called_the_limit(sim: Target, tmp_path: Path) -> No
     (step,) = stored.steps
     assert step.bottleneck is not None and step.bottleneck.limit == "client"
     assert "--workers" in (step.bottleneck.hint or "")
-    assert step.clients and step.clients[0].cpu_share >= 0.9
+    # the hog holds the interpreter: the loop runs behind whatever the machine's other work leaves this process (its
+    # CPU share reached 0.9 of a core on a quiet machine, 0.83 on a busy one): the rule that named it says which
+    assert client_limited(step.bottleneck.evidence) or "streams had a request in flight" in step.bottleneck.reason
 
 
 @pytest.mark.parametrize("sim", [["--max-running", 64, "--step-ms", 2]], indirect=True)
@@ -205,22 +215,29 @@ while time.monotonic() < end:
 
 def test_the_cpu_of_the_process_holding_a_local_port_is_measured() -> None:
     """A process that listens on a port and spins: found through /proc as the one holding the port, its CPU share
-    over a window read from its own counters (a full core when it has one; at least a good part of one here)."""
+    over a window read from its own counters: what the kernel counted for it over the same window, whatever share
+    of a core this machine's other work left it (a busy machine left it 17%, where a quiet one gave it most of a
+    core: a fixed floor made the test about spare CPU)."""
     import asyncio
+    import time
 
-    from servelab.engines.local_server import FrontendCpu
+    from servelab.engines.local_server import FrontendCpu, cpu_seconds
 
     proc = subprocess.Popen([sys.executable, "-c", SPINNER, "3"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     port = int(proc.stdout.readline())
     try:
         frontend = FrontendCpu(f"http://127.0.0.1:{port}/v1")
+        before, t0 = cpu_seconds(proc.pid), time.perf_counter()
         frontend.start()
         asyncio.run(asyncio.sleep(1.0))
         frontend.sample()
+        after, t1 = cpu_seconds(proc.pid), time.perf_counter()
         assert frontend.pids == [proc.pid]
         (share,) = frontend.shares()
-        assert 0.3 < share <= 1.1
+        assert before is not None and after is not None and after > before  # it ran
+        counted = (after - before) / (t1 - t0)  # the kernel's count over a window a little wider than the sampler's
+        assert 0 < share <= 1.1 and abs(share - counted) <= 0.1 + 0.1 * counted, (share, counted)
     finally:
         proc.kill()
         proc.wait()
@@ -266,6 +283,7 @@ import json, os, sys
 from dataclasses import replace
 from pathlib import Path
 from servelab.bench import Load, bottleneck, run_bench
+from servelab.bench.verdict import client_limited
 from servelab.core.store import RunStore
 from servelab.load import Target
 from servelab.load.scenarios import load_scenario

@@ -85,4 +85,5 @@ def test_coexist_judges_against_a_reference_run(tmp_path: Path, capsys: pytest.C
     assert main([*argv, "--reference", "latest"]) == 0
     second = json.loads(capsys.readouterr().out)
     assert second["reference"] == first["run_id"]
-    assert "lateness p99" in second["conditions"][0]["verdict"]
+    assert "lateness max" in second["conditions"][0]["verdict"]  # 20 chunks: the largest, with its count, no p99
+    assert "(n=20)" in second["conditions"][0]["verdict"]

@@ -19,7 +19,7 @@ SCHEMA2 = Path(__file__).parents[1] / "fixtures" / "store-schema2.sqlite"
 
 SUMMARY = {
     "ok": 9, "requests": 10, "errors": 1, "output_tokens": 1280, "aggregate_tok_s": 1500.0, "active_window_s": 3.2,
-    "samples": {"itl": 1270},
+    "samples": {"itl": 1270},  # a summary stored before every figure's count: TTFT, TPOT, tok/s at most 9 (ok)
     "ttft_ms": {"p50": 12.5, "p90": 20.0, "p99": 30.25},
     "itl_ms": {"p50": 5.0, "p90": 6.0, "p99": 9.5},
     "tpot_ms": {"p50": 5.1, "p90": 6.1, "p99": 9.6},
@@ -28,14 +28,14 @@ SUMMARY = {
 
 EXPECTED = """\
 local/chat@c4: 9/10 ok
-figure                    p50    p90    p99
-─────────────────────────────────────────────
-TTFT (ms)                 12.5   20.0   30.2
-TTFT content (ms)         -      -      -
-TTFT from scheduled (ms)  -      -      -
-inter-chunk gap (ms)      5.0    6.0    9.5
-TPOT (ms)                 5.1    6.1    9.6
-per-stream tok/s          180.0  200.0  220.0
+figure                    p50    p90            p99
+─────────────────────────────────────────────────────────────
+TTFT (ms)                 12.5   too few (n=9)  too few (n=9)
+TTFT content (ms)         -      -              -
+TTFT from scheduled (ms)  -      -              -
+inter-chunk gap (ms)      5.0    6.0            9.5
+TPOT (ms)                 5.1    too few (n=9)  too few (n=9)
+per-stream tok/s          180.0  too few (n=9)  too few (n=9)
 aggregate 1,500.0 tok/s over the active window 3.20 s; 1280 output tokens; 1270
 gaps; errors 1
 """

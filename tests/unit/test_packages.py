@@ -13,16 +13,17 @@ import pytest
 import servelab
 
 PUBLIC: dict[str, list[str]] = {
-    "servelab.bench": ["BenchResult", "Bottleneck", "Load", "Row", "RunComparison", "SLO", "Scenario", "Step",
-                       "Target", "at_levels", "at_rates", "bottleneck", "compare_runs", "expand",
-                       "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench", "scenario_names", "search_slo",
-                       "side_by_side"],
+    "servelab.bench": ["BenchResult", "Bottleneck", "DEFAULT_REQUESTS", "HOLD_WAVES", "Load", "Row", "RunComparison",
+                       "SLO", "Scenario", "Step", "Target", "at_levels", "at_rates", "bottleneck", "compare_runs",
+                       "expand", "no_verdict", "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench",
+                       "scenario_names", "search_slo", "side_by_side", "sized", "slo_requests"],
     "servelab.check": ["CheckOptions", "CheckOutcome", "STEPS", "StepResult", "default_report_path", "failure_notes",
                        "report_runs", "run_check", "this_gpu", "validate"],
     "servelab.cli": ["app", "main"],
     "servelab.coexist": ["AudioFormat", "CONDITIONS", "CoexistOptions", "CoexistResult", "Condition", "Goals",
                          "HttpAudioProbe", "Lease", "LeaseHolder", "LlmLoad", "Mitigation", "Probe", "SEED_LAYERS",
-                         "SHAPES", "WorkerProbe", "WorkerSpec", "judge", "mitigated", "mitigation_lines",
+                         "SHAPES", "WorkerProbe", "WorkerSpec", "condition_figure", "duration_text", "expected",
+                         "judge", "kept_text", "mitigated", "mitigation_lines",
                          "parse_condition", "parse_goals", "parse_sharing", "probe_names", "rebase", "run_coexist",
                          "stored_result", "with_baselines"],
     "servelab.core": [],

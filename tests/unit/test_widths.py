@@ -136,7 +136,7 @@ def test_the_six_traps_and_the_two_targets_are_all_there(runs: Path, width: int)
         repo = next(r.run_id for r in store.list_runs() if r.kind == "repo")
     text = rendered(width, ["runs", "show", repo, "--store", str(runs)])
     assert all(trap in text for trap in TRAPS), text
-    assert "qwen3.6-27b-fp8" in text and "laguna-s-2.1-int4" in text and "3/6 [19%, 81%]" in text
+    assert "qwen3.6-27b-fp8" in text and "laguna-s-2.1-int4" in text and "3/6" in text
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -171,8 +171,7 @@ def test_a_levels_summary_reads(width: int) -> None:
     cells = [
         "TTFT (ms)",
         "12.5",
-        "20.0",
-        "30.2",
+        "too few (n=9)",  # TTFT's p90 and p99 from 9 requests: not printed as percentiles
         "inter-chunk gap (ms)",
         "per-stream tok/s",
         "180.0",

@@ -3,6 +3,7 @@
 from servelab.bench.compare import rows_to_dicts, side_by_side
 from servelab.bench.run import BenchResult, at_levels, at_rates, resolve_targets, run_bench, search_slo
 from servelab.bench.runs import RunComparison, compare_runs
+from servelab.bench.sizing import DEFAULT_REQUESTS, HOLD_WAVES, no_verdict, sized, slo_requests
 from servelab.bench.slo import SLO, parse_slo
 from servelab.bench.verdict import bottleneck
 from servelab.core.results import Bottleneck, Row, Step
@@ -10,6 +11,8 @@ from servelab.load.runner import Load, Target
 from servelab.load.scenarios import Scenario, expand, scenario_names
 
 __all__ = [
+    "DEFAULT_REQUESTS",
+    "HOLD_WAVES",
     "SLO",
     "BenchResult",
     "Bottleneck",
@@ -24,6 +27,7 @@ __all__ = [
     "bottleneck",
     "compare_runs",
     "expand",
+    "no_verdict",
     "parse_slo",
     "resolve_targets",
     "rows_to_dicts",
@@ -31,4 +35,6 @@ __all__ = [
     "scenario_names",
     "search_slo",
     "side_by_side",
+    "sized",
+    "slo_requests",
 ]

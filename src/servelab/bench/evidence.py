@@ -23,13 +23,16 @@ def step_evidence(
     clients: Sequence[ClientLoad],
     open_loop: bool,
     frontend_cpu: Sequence[float] = (),
+    step_records: Sequence[RequestRecord] | None = None,
 ) -> dict[str, Scalar]:
     """Every figure the verdict reads, for one step: its measured records, the /metrics scraped beside it, its load
-    processes and, for a server on this host, the CPU share of each process holding its port (busiest first)."""
+    processes and, for a server on this host, the CPU share of each process holding its port (busiest first). The
+    server's figures set the step's records (``step_records``: every phase of a step whose records carry several
+    labels, cold and warm) against its counters, which count them all."""
     ev = client_evidence(clients, records)
     rate = client_tok_s(records)
     ev["client_tok_s"] = round(rate, 1) if rate is not None else None
-    server = server_evidence(records, samples)
+    server = server_evidence(records if step_records is None else step_records, samples)
     ev.update(frontend_evidence(frontend_cpu, server.get("frontend_cpu_reported")))
     ev.update(server)
     if not open_loop:
@@ -115,12 +118,21 @@ def _engine_held(records: Sequence[RequestRecord], first: Sample, last: Sample) 
     """The share of the requests' time in flight (the client's: sent to end) that the engine had them: the
     request-seconds in its queue, prefill and decode over the step (its histograms' sums: inter-token times as
     tokens come, queue and prefill times as requests end), over the client's request-seconds. Low when requests
-    waited elsewhere: in the server's frontend, or as replies unread by the client. Needs the inter-token sum;
-    counts every client of the server, so another load beside this one raises it."""
+    waited elsewhere: in the server's frontend, or as replies unread by the client. Needs the inter-token sum.
+
+    Each request's engine time lies inside its client time (queued to last token, one monotonic clock), so the
+    share is at most 1 when the counters count this step's requests alone. They count every request that ended
+    between the two scrapes: a warm-up whose end was published after the first (108-112% on the embedded engine on
+    2026-12-05, before the first scrape was taken after the warm-up), or another client's. So the share is given
+    only where the engine finished no more requests in the window than the step sent (its queue-time count), and
+    else the count of the others is (``engine_other_requests``), not a share."""
     delta = {n: _moved(first, last, n) for n in ("itl_sum", "queue_time_sum", "prefill_time_sum")}
     client = sum(r.end_ns - r.sent_ns for r in records if r.sent_ns is not None and r.end_ns is not None) / 1e9
     if delta["itl_sum"] is None or client <= 0:
         return {}
+    ended = _moved(first, last, "queue_time_count")
+    if ended is not None and ended > len(records):
+        return {"engine_other_requests": int(ended - len(records))}
     held = sum(v for v in delta.values() if v is not None)
     return {"engine_held_s": round(held, 2), "client_in_flight_s": round(client, 2),
             "engine_held_share": round(held / client, 3)}  # fmt: skip

@@ -7,6 +7,7 @@ versions, so the derived figures look a series up by several names and report wh
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -112,6 +113,15 @@ class Scraper:
                 await api.aclose()
         return self.samples
 
+    async def mark(self) -> None:
+        """One scrape now, out of turn: the step's counters just before its measured load (after its warm-up, whose
+        request's queue and prefill times are published when it ends, mid-way between two regular scrapes)."""
+        api = AsyncEngineAPI(self.url, timeout=5.0)
+        try:
+            await self.scrape_once(api)
+        finally:
+            await api.aclose()
+
     async def _loop(self) -> None:
         api = AsyncEngineAPI(self.url, timeout=5.0)
         try:
@@ -129,9 +139,13 @@ class Scraper:
             self.error = f"{type(exc).__name__}: {exc}"
             return
         if values := scraped_values(samples):
-            self.samples.append(Sample((before + time.perf_counter_ns()) // 2, values))
+            bisect.insort(self.samples, Sample((before + time.perf_counter_ns()) // 2, values), key=_at)
         elif self.error is None:
             self.error = f"HTTP {status} or no engine series at {api.root}/metrics"
+
+
+def _at(sample: Sample) -> int:
+    return sample.at_ns
 
 
 def _delta(samples: list[Sample], name: str) -> float | None:

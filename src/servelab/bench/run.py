@@ -13,6 +13,7 @@ from typing import Any
 from servelab.bench.compare import side_by_side
 from servelab.bench.confirm import more_workers, relieved, with_relief
 from servelab.bench.metrics import Scraper, derive, series
+from servelab.bench.sizing import no_verdict, sized, slo_requests
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
 from servelab.bench.verdict import bottleneck
 from servelab.core.errors import UsageError
@@ -81,9 +82,9 @@ async def _run_target_scenario(
     workers = load.workers or default_workers(load, scenario)
     try:
         if workers > 1:
-            result = await run_in_workers(target, scenario, load, sink, workers=workers)
+            result = await run_in_workers(target, scenario, load, sink, workers=workers, ready=scraper.mark)
         else:
-            result = await ScenarioRun(target, scenario, load, sink).run()
+            result = await ScenarioRun(target, scenario, load, sink, ready=scraper.mark).run()
     finally:
         sampling.cancel()
         samples = await scraper.stop()
@@ -135,16 +136,23 @@ class BenchSession:
     def step(self, target: Target, scenario: Scenario, load: Load) -> ScenarioResult:
         if load.prefix_tokens is not None and scenario.prefix_tokens:
             scenario = replace(scenario, prefix_tokens=load.prefix_tokens)
+        load = sized(load, scenario)
         res, got, frontend = asyncio.run(_run_target_scenario(target, scenario, load, self._sink, self.scrape_interval))
         derived = derive(got)  # this step's /metrics figures, once
         _warn_unintended_hits(res, scenario, derived)
         _warn_busy(res, target, scenario, load, derived)
         self.result.results.append(res)
         self.samples[target.name] += got
-        open_loop = isinstance(arrivals_for(load, scenario), OpenLoop)
+        pattern = arrivals_for(load, scenario)
+        open_loop, level = (
+            isinstance(pattern, OpenLoop),
+            pattern.concurrency if isinstance(pattern, ClosedLoop) else None,
+        )
         labels = sorted({r.scenario for r in res.records})
         mine = {label: [r for r in res.records if r.scenario == label] for label in labels}
-        verdicts = {label: bottleneck(mine[label], got, res.clients, open_loop, frontend) for label in labels}
+        unjudged = {label: no_verdict(mine[label], level) for label in labels}
+        verdicts = {label: bottleneck(mine[label], got, res.clients, open_loop, frontend, res.records)
+                    for label in labels if unjudged[label] is None}  # fmt: skip
         if self.confirm and any(v.limit == "client" for v in verdicts.values()):
             relief = self._relieve(target, scenario, load, res)
             verdicts = {k: with_relief(v, relief, open_loop) if relief and v.limit == "client" else v
@@ -152,8 +160,8 @@ class BenchSession:
         for label in labels:
             summary, good = summarize(mine[label]), _goodput(mine[label], self.goodput)
             self.stored.steps.append(Step(target=target.name, scenario=label, labels=mine[label][0].labels,
-                                          summary=summary, clients=res.clients, bottleneck=verdicts[label],
-                                          goodput=good))  # fmt: skip
+                                          summary=summary, clients=res.clients, bottleneck=verdicts.get(label),
+                                          no_verdict=unjudged[label], goodput=good))  # fmt: skip
         self.recorder.result(self.stored)
         return res
 
@@ -332,7 +340,9 @@ def _search_target(
         return search_max_rate(
             lambda rate: run_step(
                 at_rates([scenario], [rate])[0],
-                replace(load, requests=max(load.requests or 0, math.ceil(4 * rate)), rate=None),
+                replace(
+                    load, requests=max(load.requests or 0, math.ceil(4 * rate), slo_requests(slo.attainment)), rate=None
+                ),
             ),
             slo,
             start_rate,
@@ -341,7 +351,7 @@ def _search_target(
     return search_max_level(
         lambda level: run_step(
             at_levels([scenario], [level])[0],
-            replace(load, requests=max(load.requests or 0, 2 * level), concurrency=level),
+            replace(load, requests=max(load.requests or 0, slo_requests(slo.attainment, level)), concurrency=level),
         ),
         slo,
         int(limit),

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 from servelab.bench.evidence import step_evidence
 from servelab.bench.metrics import Sample
+from servelab.core.figures import pct_text
 from servelab.core.records import RequestRecord
 from servelab.core.results import Bottleneck, ClientLoad, Limit, Scalar
 
@@ -78,10 +79,12 @@ def bottleneck(
     clients: Sequence[ClientLoad],
     open_loop: bool,
     frontend_cpu: Sequence[float] = (),
+    step_records: Sequence[RequestRecord] | None = None,
 ) -> Bottleneck:
     """The verdict for one step (its measured records, the /metrics scraped beside it, its load processes, and
-    for a server on this host the CPU share of each process holding its port)."""
-    ev = step_evidence(records, samples, clients, open_loop, frontend_cpu)
+    for a server on this host the CPU share of each process holding its port; ``step_records``: every phase of a
+    step whose records carry several labels, which the server's counters count together)."""
+    ev = step_evidence(records, samples, clients, open_loop, frontend_cpu, step_records)
     return judge(ev, client_note(ev, open_loop))
 
 
@@ -124,7 +127,7 @@ def _server_named(ev: dict[str, Scalar], note: str | None) -> Bottleneck | None:
 
 def _engine_had(held: float) -> str:
     return (
-        f"the engine had the requests for {held:.0%} of the time they were in flight (its queue, prefill and "
+        f"the engine had the requests for {pct_text(held)} of the time they were in flight (its queue, prefill and "
         "decode, from its own clocks): its step time at this batch set the speed"
     )
 
@@ -170,7 +173,7 @@ def _near(ev: dict[str, Scalar], named: Limit) -> list[tuple[Limit, str]]:
     sides: list[tuple[Limit, str | None]] = [
         ("client", client_limited(ev)),
         ("server frontend", _frontend_cpu(ev)),
-        ("engine", f"the engine had the requests {held:.0%} of their time in flight"
+        ("engine", f"the engine had the requests {pct_text(held)} of their time in flight"
          if isinstance(held, float) and held >= ENGINE_HELD else None),
     ]  # fmt: skip
     return [(side, why) for side, why in sides if why and side != named]
@@ -194,7 +197,7 @@ def _client_reason(why: str, ev: dict[str, Scalar]) -> str:
     if (held := _engine_with_client(ev)) is not None:
         return (
             f"the load generator and the engine were at their limits together: {why}, and the engine had the "
-            f"requests {held:.0%} of their time in flight"
+            f"requests {pct_text(held)} of their time in flight"
         )
     return f"the load generator was the limit: {why}"
 
@@ -330,7 +333,7 @@ def _frontend(ev: dict[str, Scalar]) -> str | None:
     held = ev.get("engine_held_share")
     if isinstance(held, float) and held < ENGINE_HELD:  # reached once the client was found keeping up
         return (
-            f"the engine had the requests only {held:.0%} of the time they were in flight (its own clocks) while "
+            f"the engine had the requests only {pct_text(held)} of the time they were in flight (its own clocks) while "
             "the client kept up: the rest they spent in the server's frontend (or on the network to it)"
         )
     return None
@@ -344,8 +347,11 @@ def _server_side(ev: dict[str, Scalar], note: str | None) -> Bottleneck:
     if not isinstance(flight, float) or not isinstance(running, float):
         why = "the client was not the limit; the server published no running/waiting gauges during the step to say "
         return _named("server", why + "which part of it was", note, ev)
-    why = f"the engine ran every request the client had in flight ({running:.1f} of {flight:.1f} on average, none "
-    return _named("engine", why + "queued): its step time at this batch set the speed", note, ev)
+    why = (
+        f"the engine ran every request the client had in flight ({flight:.1f} on average, its gauge read "
+        f"{running:.1f} running, none queued): its step time at this batch set the speed"
+    )
+    return _named("engine", why, note, ev)
 
 
 def _engine_full(ev: dict[str, Scalar]) -> Bottleneck | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servelab.bench import Load, Target, expand, run_bench
+from servelab.bench import HOLD_WAVES, Load, Target, expand, run_bench
 from servelab.core.errors import ServelabError, UsageError
 from servelab.core.recorder import RunRecorder, recording
 from servelab.core.results import CheckRun, CheckStep, load_result
@@ -29,9 +29,9 @@ class CheckOptions:
     alongside: list[str] = field(default_factory=list)
     suite: str = "quick"  # quick | full
     skip: frozenset[str] = frozenset()
-    bench_requests: int = 3
+    bench_requests: int = 3  # per single-stream scenario; a concurrent one sends HOLD_WAVES per stream
     max_tokens: int = 64
-    coexist_utterances: int = 4
+    coexist_utterances: int = 5  # of 25 chunks, one round: 120 intervals per condition, enough for a p99
     engine_memory: tuple[int, int] | None = None  # the embedded engine's KV bytes and context: plan for those
 
 
@@ -214,7 +214,7 @@ def _host_memory() -> int:
 
 
 def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
-    load = Load(requests=options.bench_requests, max_tokens=options.max_tokens, warmup=1)
+    load = Load(requests=options.bench_requests, max_tokens=options.max_tokens, warmup=1, per_stream=HOLD_WAVES)
     return run_bench(store, targets, expand(["seed-000"]), load).run_id
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import typer
 
 from servelab.bench import (
+    DEFAULT_REQUESTS,
+    HOLD_WAVES,
     SLO,
     Load,
     Row,
@@ -27,6 +29,7 @@ from servelab.bench import (
     run_bench,
     scenario_names,
     search_slo,
+    sized,
 )
 from servelab.cli._common import (
     ApiKeyOption,
@@ -62,7 +65,12 @@ def bench(
         f"one of {', '.join(scenario_names())}, synthetic:IN:OUT (tokens, or LOW-HIGH ranges), or your traffic: "
         "a .jsonl of prompts or OpenAI messages, or a ShareGPT file; repeat.",
     ),
-    requests: int = typer.Option(5, "--requests", min=1, help="Measured requests per scenario and target."),
+    requests: int | None = typer.Option(
+        None,
+        "--requests",
+        min=1,
+        help="Measured requests per scenario and target (default: 5, and 4 per stream of a concurrent step).",
+    ),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
@@ -149,7 +157,8 @@ def bench(
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")  # refused before any server is asked
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
-        requests=requests,
+        requests=requests or DEFAULT_REQUESTS,
+        per_stream=0 if requests else HOLD_WAVES,  # an asked count stays as asked
         concurrency=concurrency,
         rate=rate,
         arrival=arrival,  # type: ignore[arg-type]
@@ -166,7 +175,7 @@ def bench(
         scenarios = at_levels(scenarios, levels)
     if rates:
         scenarios = at_rates(scenarios, rates)
-    run_args = {
+    run_args: dict[str, object] = {
         "targets": target,
         "scenarios": scenario,
         "requests": requests,
@@ -179,9 +188,12 @@ def bench(
         "confirm": confirm,
     }
     with open_store(store) as db, bar as progress:
+        by_name = {s.name: s for s in scenarios}
 
         def step(target_name: str, scenario_name: str) -> None:
-            progress.start(f"{scenario_name} on {target_name}", None if slo else load.requests)
+            known = by_name.get(scenario_name)
+            total = sized(load, known).requests if known else load.requests
+            progress.start(f"{scenario_name} on {target_name}", None if slo else total)
 
         if slo:
             bounds = SearchBounds(slo_over, max_rate if slo_over == "rate" else max_concurrency, start_rate)

@@ -37,6 +37,8 @@ from servelab.coexist import (
     Probe,
     WorkerProbe,
     WorkerSpec,
+    duration_text,
+    expected,
     mitigated,
     parse_goals,
     parse_sharing,
@@ -162,7 +164,12 @@ def coexist(
         "plain server's, when this run's server is the mitigation (smaller batches, an MPS cap).",
     ),
     repeats: int = typer.Option(3, "--repeats", min=1, help="Rounds over the conditions (order rotated)."),
-    utterances: int = typer.Option(10, "--utterances", min=1, help="Utterances per condition and round."),
+    utterances: int | None = typer.Option(
+        None,
+        "--utterances",
+        min=1,
+        help="Utterances per condition and round (default: the fewest that bring 1,000 chunks to each condition).",
+    ),
     lookahead: str = typer.Option("0,300,500", "--lookahead", help="Listener lookahead buffers to compare (ms)."),
     decode_streams: int = typer.Option(4, "--decode-streams", min=1, help="LLM decode: concurrent short chats."),
     decode_tokens: int = typer.Option(256, "--decode-tokens", min=1, help="LLM decode: output tokens each."),
@@ -204,6 +211,10 @@ def coexist(
     out = console()
     with open_store(store) as db:
         options.reference = stored_result(db, reference) if reference else None
+        count, seconds = expected(the_probes, targets[0] if targets else None, options)
+        if not json_out:
+            out.print(f"coexist: {segments} conditions x {options.repeats} rounds, {count} utterances each: "
+                      f"{duration_text(seconds)} (--utterances, --repeats, --conditions)")  # fmt: skip
         with steps(not json_out) as bar:
             bar.start(f"{segments} conditions x {options.repeats} rounds", segments * options.repeats)
             result = run_coexist(

@@ -10,11 +10,21 @@ against the goals. Every result records the GPU sharing mode, since it changes t
 from servelab.coexist.audio_stream import SHAPES, AudioFormat
 from servelab.coexist.baselines import rebase
 from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines
-from servelab.coexist.goals import Goals, judge, parse_goals
+from servelab.coexist.duration import duration_text
+from servelab.coexist.goals import Goals, judge, kept_text, parse_goals
 from servelab.coexist.load import LlmLoad
 from servelab.coexist.mitigations import Lease, LeaseHolder, Mitigation, mitigated, mitigation_lines
 from servelab.coexist.probes import HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
-from servelab.coexist.run import CoexistOptions, CoexistResult, parse_sharing, probe_names, run_coexist, stored_result
+from servelab.coexist.run import (
+    CoexistOptions,
+    CoexistResult,
+    expected,
+    parse_sharing,
+    probe_names,
+    run_coexist,
+    stored_result,
+)
+from servelab.coexist.summary import condition_figure
 
 __all__ = [
     "CONDITIONS",
@@ -33,7 +43,11 @@ __all__ = [
     "Probe",
     "WorkerProbe",
     "WorkerSpec",
+    "condition_figure",
+    "duration_text",
+    "expected",
     "judge",
+    "kept_text",
     "mitigated",
     "mitigation_lines",
     "parse_condition",

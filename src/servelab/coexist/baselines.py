@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from servelab.coexist.conditions import LLM_ONLY, parse_condition
 from servelab.coexist.goals import Goals, judge
+from servelab.core.figures import ratio_interval
 from servelab.core.results import ConditionFigures, LlmFigures
 
 if TYPE_CHECKING:
@@ -43,7 +44,19 @@ def set_shares(figs: Sequence[ConditionFigures], baselines: Mapping[str, LlmFigu
         f.llm.prompt_share = _ratio(f.llm.prompt_tok_s, ref.prompt_tok_s)
         shares = [s for s in (f.llm.output_share, f.llm.prompt_share) if s is not None]
         f.llm.tok_s_share = min(shares) if shares else None
+        f.llm.tok_s_share_low = f.llm.tok_s_share_high = None
+        if f.llm.tok_s_share is not None:
+            _interval(f.llm, ref, f.llm.tok_s_share == f.llm.output_share)
         f.llm.ttft_p50_alone_ms = ref.ttft_ms.get("p50")
+
+
+def _interval(llm: LlmFigures, ref: LlmFigures, output: bool) -> None:
+    """The kept share's 95% interval, from the rounds' rates beside the probe and alone (the two bootstrapped
+    apart), for the rate the share is of; none from fewer than two rounds on either side."""
+    mine, alone = (llm.rounds_tok_s, ref.rounds_tok_s) if output else (llm.rounds_prompt_tok_s, ref.rounds_prompt_tok_s)
+    found = ratio_interval(mine, alone)
+    if found is not None:
+        llm.tok_s_share_low, llm.tok_s_share_high = found.low, found.high
 
 
 def _ratio(value: float | None, ref: float | None) -> float | None:

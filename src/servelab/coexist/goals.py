@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 
+from servelab.coexist.summary import condition_figure
 from servelab.core.errors import UsageError
-from servelab.core.results import ConditionFigures, ListenerFigures
+from servelab.core.figures import share_text
+from servelab.core.results import ConditionFigures, ListenerFigures, LlmFigures
 
 EPS = 1e-6  # a figure computed to equal its goal meets it
 FPS_TOLERANCE = 0.98  # a frame rate counted over one-second windows: one frame a few ms late reads 24.9 at 25 fps
@@ -84,16 +86,22 @@ def _check(c: ConditionFigures, alone: ConditionFigures | None, goals: Goals) ->
         late, late_alone = c.lateness_p99_ms, alone.lateness_p99_ms if alone is not None else None
         if late is not None and late_alone is not None:
             limit = max(late_alone, 0.0) * goals.lateness + goals.slack
-            note(late <= limit + EPS, f"lateness p99 {late:.1f} ms (alone {late_alone:.1f}, at most {limit:.1f})")
+            said = condition_figure(c, "lateness", 0.99).labelled(unit="ms")
+            note(late <= limit + EPS, f"lateness {said} (alone {late_alone:.1f}, at most {limit:.1f})")
         listener = _listener(c.listeners, goals.lookahead)
         if listener is not None:
             note(listener.underruns <= goals.underruns,
                  f"{listener.underruns} underruns at {goals.lookahead:g} ms lookahead")  # fmt: skip
     if c.llm is not None and c.llm.tok_s_share is not None:
-        note(
-            c.llm.tok_s_share >= goals.llm, f"the LLM kept {c.llm.tok_s_share:.0%} of its tok/s (goal {goals.llm:.0%})"
-        )
+        kept = kept_text(c.llm)
+        note(c.llm.tok_s_share >= goals.llm, f"the LLM kept {kept} of its tok/s alone (goal {goals.llm:.0%})")
     return missed, held
+
+
+def kept_text(llm: LlmFigures) -> str:
+    """The share of its rate alone the LLM kept, as a share is printed (core.figures): never above 100% as a fact,
+    with its interval over the rounds where there are two or more (``no measurable loss: 99% [93, 106]``)."""
+    return share_text(llm.tok_s_share, llm.tok_s_share_low, llm.tok_s_share_high)
 
 
 def _listener(listeners: Sequence[ListenerFigures], lookahead: float) -> ListenerFigures | None:

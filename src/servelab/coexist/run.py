@@ -11,12 +11,14 @@ from typing import Any
 
 from servelab.coexist.baselines import llm_baselines, rebase, set_shares
 from servelab.coexist.conditions import CONDITIONS, LLM_ONLY, Condition, parse_condition, with_baselines
+from servelab.coexist.duration import DEFAULT_UTTERANCES, default_utterances, expected_s
 from servelab.coexist.goals import Goals, judge
 from servelab.coexist.load import Background, LlmLoad, fitted_prefill
 from servelab.coexist.mitigations import LeaseHolder, Mitigation, mitigated
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.coexist.probes import Probe
 from servelab.coexist.summary import figures
+from servelab.core import failures
 from servelab.core.errors import StoreError, UsageError
 from servelab.core.recorder import RunRecorder, describe
 from servelab.core.records import ErrorClass, RequestRecord
@@ -48,7 +50,7 @@ def parse_sharing(spec: str) -> Facts:
 class CoexistOptions:
     conditions: tuple[str, ...] = CONDITIONS
     repeats: int = 3
-    utterances: int = 10  # per condition and repeat
+    utterances: int | None = None  # per condition and repeat (None: the fewest that bring min_chunks: .duration)
     lookaheads_ms: tuple[float, ...] = (0.0, 300.0, 500.0)
     load: LlmLoad = field(default_factory=LlmLoad)
     settle_s: float = 2.0  # the LLM load runs this long before the probe starts
@@ -98,6 +100,17 @@ def _check(options: CoexistOptions, target: Target | None, probes: int) -> list[
     return conditions
 
 
+def expected(probes: Sequence[Probe], target: Target | None, options: CoexistOptions) -> tuple[int, float]:
+    """The utterances per condition and round (the options', else the fewest that bring ``min_chunks`` chunks),
+    and the seconds the run should take (said before it starts)."""
+    conditions = _check(options, target, len(probes))
+    utterances = options.utterances or default_utterances(probes[0], options.repeats, options.min_chunks)
+    probed = [c for c in conditions if c.probes]
+    seconds = expected_s(probes, len(probed), sum(c.llm for c in probed), len(conditions) - len(probed),
+                         options.repeats, utterances, options.settle_s)  # fmt: skip
+    return utterances, seconds
+
+
 def probe_names(probes: Sequence[Probe]) -> list[str]:
     """Each probe's name: its kind, numbered from the second of a kind (``http-audio``, ``http-audio-2``)."""
     seen: dict[str, int] = {}
@@ -123,6 +136,7 @@ def run_coexist(
     was measured."""
     probes = [probe] if not isinstance(probe, Sequence) else list(probe)
     conditions = _check(options, target, len(probes))
+    options = replace(options, utterances=expected(probes, target, options)[0])
     targets = {target.name: target.url} if target else {}
     run = RunRecorder(store, "coexist", build_manifest("coexist", args or {}, targets, {"sharing": options.sharing}))
     session = _Session(run, probes, target, options, progress, conditions)
@@ -202,7 +216,8 @@ class _Session:
             if lease:
                 await lease.start()  # held while the probes speak: the gateway sends long prefills elsewhere
             try:
-                runs = await asyncio.gather(*(p.run(self.options.utterances, condition.name) for _, p in active))
+                count = self.options.utterances or DEFAULT_UTTERANCES  # set by run_coexist
+                runs = await asyncio.gather(*(p.run(count, condition.name) for _, p in active))
             finally:
                 if lease:
                     self.warnings += await lease.stop()
@@ -295,12 +310,33 @@ def _llm_figures(records: Sequence[RequestRecord]) -> LlmFigures | None:
     s = summarize(records)
     cut = [r for r in records if r.error == ErrorClass.CANCELLED]
     ttfts = [t for r in records if r.ok or r.error == ErrorClass.CANCELLED if (t := ttft_ms(r)) is not None]
+    rounds = load_windows(records)
+    failed = {k: n for k, n in s.failures.items() if k != failures.reason_of(ErrorClass.CANCELLED)}  # planned: apart
     return LlmFigures(
         requests=s.requests, ok=s.ok, errors=s.errors, ttft_ms=percentiles(ttfts), tpot_ms=s.tpot_ms,
         aggregate_tok_s=s.aggregate_tok_s, streamed_tok_s=streamed_tok_s(records), prompt_tok_s=prompt_tok_s(records),
-        failures=s.failures,
-        failure_messages=s.failure_messages, cut_before_first_token=sum(r.first_token_ns is None for r in cut),
+        failures=failed, failure_messages={k: m for k, m in s.failure_messages.items() if k in failed},
+        cut_before_first_token=sum(r.first_token_ns is None for r in cut), cancelled=len(cut),
+        rounds_tok_s=[v for w in rounds if (v := streamed_tok_s(w)) is not None],
+        rounds_prompt_tok_s=[v for w in rounds if (v := prompt_tok_s(w)) is not None],
     )  # fmt: skip
+
+
+WINDOW_GAP_NS = 1_000_000_000  # a load's requests more than this apart from all before: the next load window
+
+
+def load_windows(records: Sequence[RequestRecord]) -> list[list[RequestRecord]]:
+    """A condition's LLM records split into its load windows (one per round): a load runs back to back while its
+    window lasts, and the same condition's next round comes after other conditions' windows."""
+    windows: list[list[RequestRecord]] = []
+    end = None
+    for r in sorted((r for r in records if r.sent_ns is not None), key=lambda r: r.sent_ns or 0):
+        assert r.sent_ns is not None
+        if end is None or r.sent_ns - end > WINDOW_GAP_NS:
+            windows.append([])
+        windows[-1].append(r)
+        end = max(end or 0, r.end_ns or r.sent_ns)
+    return windows
 
 
 def _chunk_row(c: Chunk, t0: float) -> list[float]:

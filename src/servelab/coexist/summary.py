@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Sequence
 
 from servelab.coexist.playback import Utterance, play
+from servelab.core.figures import Figure
 from servelab.core.results import ConditionFigures, ListenerFigures
 from servelab.core.stats import quantile_interval
 
@@ -29,6 +30,7 @@ def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequ
     p99 = quantile_interval(intervals, 0.99)
     ttfas = [p.ttfa_s for p in plays if p.ttfa_s is not None]
     rtfs = [p.rtf for p in plays if p.rtf is not None]
+    lates = [late for p in plays for late in p.late_s]
     out = ConditionFigures(
         condition=condition,
         utterances=len(utterances),
@@ -43,11 +45,13 @@ def figures(condition: str, utterances: Sequence[Utterance], lookaheads_ms: Sequ
         interval_p99_high_ms=_ms(p99.high),
         interval_max_ms=_ms(max(intervals)) if intervals else None,
         lag_p99_ms=_ms(_q([lag for p in plays for lag in p.lags_s[1:]], 0.99)),
-        lateness_p99_ms=_ms(_q([late for p in plays for late in p.late_s], 0.99)),
+        lateness_p99_ms=_ms(_q(lates, 0.99)),
         rtf_mean=statistics.fmean(rtfs) if rtfs else None,
         rtf_p95=_q(rtfs, 0.95),
         pace_rtf=_pace(ok),
         listeners=[] if _is_frames(ok) else [_listener(ok, la) for la in lookaheads_ms],
+        samples={"interval": len(intervals), "lateness": len(lates), "ttfa": len(ttfas)},
+        maxima={name: max(v) * MS for name, v in (("interval", intervals), ("lateness", lates), ("ttfa", ttfas)) if v},
     )
     _frames(out, ok)
     return out
@@ -94,3 +98,12 @@ def _frames(out: ConditionFigures, utterances: Sequence[Utterance]) -> None:
     ]
     rates = [n / span for n, span in spans if span > 0]
     out.min_fps = min(rates) if rates else None
+
+
+def condition_figure(c: ConditionFigures, name: str, q: float) -> Figure:
+    """A condition's stored percentile (``"interval"``, 0.99 -> ``interval_p99_ms``) with the samples it rests on
+    (core.figures prints it as one only where they support it; the chunk interval's largest is kept beside it). A run
+    stored before the counts: an utterance's intervals are its chunks less one."""
+    value = getattr(c, f"{name}_p{q * 100:g}_ms")
+    n = c.samples.get(name, max(0, c.chunks - (c.utterances - c.errors)) if name == "interval" else None)
+    return Figure(q, value, n, c.maxima.get(name, c.interval_max_ms if name == "interval" else None))

@@ -47,6 +47,11 @@ def error_message(body: str) -> str:
     return (found if isinstance(found, str) else json.dumps(found))[:MESSAGE_CHARS]
 
 
+def reason_of(error: ErrorClass) -> str:
+    """The reason a failure of this class is filed under (one that carries no server message)."""
+    return _BY_CLASS.get(error, error.value)
+
+
 def server_message(record: RequestRecord) -> str:
     return error_message(record.error_detail or "")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from servelab.core.errors import StoreError
 from servelab.core.paths import servelab_home
-from servelab.core.records import RequestRecord
+from servelab.core.records import ErrorClass, RequestRecord
 
 # Append only. Never edit a migration that has shipped; add a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -210,8 +210,19 @@ class RunStore:
             yield RequestRecord.from_dict(json.loads(data))
 
     def failed_count(self, run_id: str) -> int:
-        """Records of the run whose request failed."""
-        row = self._db.execute("SELECT COUNT(*) FROM records WHERE run_id = ? AND error IS NOT NULL", (run_id,))
+        """Records of the run whose request failed; a request the run itself cut off (``cancelled``: a coexist load
+        stopped at the end of its window, as planned) is not a failure (:meth:`cancelled_count`)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM records WHERE run_id = ? AND error IS NOT NULL AND error != ?",
+            (run_id, ErrorClass.CANCELLED.value),
+        )
+        return int(row.fetchone()[0])
+
+    def cancelled_count(self, run_id: str) -> int:
+        """Records of the run's requests that the run itself cut off (the end of a load window)."""
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM records WHERE run_id = ? AND error = ?", (run_id, ErrorClass.CANCELLED.value)
+        )
         return int(row.fetchone()[0])
 
     def result(self, run_id: str) -> tuple[str, int, str] | None:

@@ -8,11 +8,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from servelab.core.failures import classify
+from servelab.core.figures import Figure, stored_figure
 from servelab.core.records import RequestRecord
 from servelab.core.stats import percentiles
 
 NS_PER_MS = 1e6
 NS_PER_S = 1e9
+PER_REQUEST = frozenset({"ttft", "ttft_content", "tpot", "stream_tok_s", "e2e"})  # one sample per ok request at most
 
 
 def ttft_ms(record: RequestRecord, *, content: bool = False, from_scheduled: bool = False) -> float | None:
@@ -121,6 +123,14 @@ class Summary:
     input_tokens: int = 0  # server usage: prompt tokens of the ok requests
     failures: dict[str, int] = field(default_factory=dict)  # why requests failed (core.failures), most common first
     failure_messages: dict[str, str] = field(default_factory=dict)  # the server's own words, one per reason
+    maxima: dict[str, float] = field(default_factory=dict)  # figure -> its largest sample: what a p99 from too few is
+
+    def figure(self, name: str, key: str) -> Figure:
+        """A stored percentile of one figure (``"ttft_ms"``, ``"p99"``) with the samples it rests on (core.figures
+        prints it as one only where they support it)."""
+        values, short = getattr(self, name), name.removesuffix("_ms")
+        n = self.samples.get(short, self.ok if short in PER_REQUEST else None)  # stored before counts: at most ok
+        return stored_figure(values, key, n, self.maxima.get(name))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,18 +140,32 @@ def _present(values: Iterable[float | None]) -> list[float]:
     return [v for v in values if v is not None]
 
 
+def _samples(records: Sequence[RequestRecord], ok: Sequence[RequestRecord]) -> dict[str, list[float]]:
+    """Every per-request figure's raw samples (ok requests; the schedule lag of every request), by figure name."""
+    return {
+        "ttft_ms": _present(ttft_ms(r) for r in ok),
+        "ttft_content_ms": _present(ttft_ms(r, content=True) for r in ok),
+        "ttft_from_scheduled_ms": _present(ttft_ms(r, from_scheduled=True) for r in ok),
+        "itl_ms": [g for r in ok for g in inter_chunk_gaps_ms(r)],
+        "tpot_ms": _present(tpot_ms(r) for r in ok),
+        "stream_tok_s": _present(stream_tok_s(r) for r in ok),
+        "schedule_lag_ms": _present(
+            None if r.sent_ns is None or r.scheduled_ns is None else (r.sent_ns - r.scheduled_ns) / NS_PER_MS
+            for r in records
+        ),
+        "e2e_ms": _present(e2e_ms(r) for r in ok),
+    }
+
+
 def summarize(records: Sequence[RequestRecord]) -> Summary:
+    """Every figure of a set of records, each percentile with the count of samples it rests on (``samples``, by
+    figure name less ``_ms``) and its largest sample (``maxima``)."""
     ok = [r for r in records if r.ok]
     errors: dict[str, int] = {}
     for r in records:
         if r.error is not None:
             errors[r.error.value] = errors.get(r.error.value, 0) + 1
-    gaps = [g for r in ok for g in inter_chunk_gaps_ms(r)]
-    ttft = _present(ttft_ms(r) for r in ok)
-    lag = _present(
-        None if r.sent_ns is None or r.scheduled_ns is None else (r.sent_ns - r.scheduled_ns) / NS_PER_MS
-        for r in records
-    )
+    raw = _samples(records, ok)
     window = active_window_ns(ok)
     tokens = sum(output_tokens(r) for r in ok)
     failed, said = classify(records)
@@ -150,19 +174,13 @@ def summarize(records: Sequence[RequestRecord]) -> Summary:
         ok=len(ok),
         errors=errors,
         output_tokens=tokens,
-        ttft_ms=percentiles(ttft),
-        ttft_content_ms=percentiles(_present(ttft_ms(r, content=True) for r in ok)),
-        ttft_from_scheduled_ms=percentiles(_present(ttft_ms(r, from_scheduled=True) for r in ok)),
-        itl_ms=percentiles(gaps),
-        tpot_ms=percentiles(_present(tpot_ms(r) for r in ok)),
-        stream_tok_s=percentiles(_present(stream_tok_s(r) for r in ok)),
         aggregate_tok_s=tokens / (window / NS_PER_S) if window else 0.0,
         active_window_s=window / NS_PER_S,
-        schedule_lag_ms=percentiles(lag),
-        samples={"ttft": len(ttft), "itl": len(gaps)},
-        e2e_ms=percentiles(_present(e2e_ms(r) for r in ok)),
+        samples={name.removesuffix("_ms"): len(values) for name, values in raw.items()},
         requests_per_s=len(ok) / (window / NS_PER_S) if window else 0.0,
         input_tokens=sum(r.prompt_tokens or 0 for r in ok),
         failures=failed,
         failure_messages=said,
+        maxima={name: max(values) for name, values in raw.items() if values},
+        **{name: percentiles(values) for name, values in raw.items()},
     )

@@ -42,6 +42,7 @@ class Load:
     unique_prefix: bool = True  # False: byte-identical requests, to match another tool's workload exactly
     keep_cancelled: bool = False  # True: a request cut off by the run's end is recorded too (as cancelled)
     workers: int | None = 1  # load-generating processes (None: chosen from the load and the cores)
+    per_stream: int = 0  # a closed loop sends at least this many requests per stream (bench.sizing; 0: ``requests``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +114,16 @@ class ScenarioRun:
     """One scenario on one target, recording every finished request through ``sink``."""
 
     def __init__(
-        self, target: Target, scenario: Scenario, load: Load, sink: Sink, labels: Labels | None = None
+        self,
+        target: Target,
+        scenario: Scenario,
+        load: Load,
+        sink: Sink,
+        labels: Labels | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.target, self.scenario, self.load, self.sink = target, scenario, load, sink
+        self.ready = ready  # awaited once the step is prepared (warm-up done), before the measured load
         self.labels = labels or Labels()  # what the caller adds (coexist: the condition)
         self.client = StreamClient(target.url, target=target.name, options=ClientOptions(api_key=target.api_key))
         self.result = ScenarioResult(target.name, scenario.name)
@@ -191,6 +199,8 @@ class ScenarioRun:
             await self._reply_lengths()
         for i in range(self.load.warmup):
             await self._one(i, None, nonce=self._unique(-1 - i), label="warmup", keep=False)
+        if self.ready is not None:
+            await self.ready()
 
     async def drive(self, share: Share) -> None:
         """This process's share of the measured load."""

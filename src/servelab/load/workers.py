@@ -18,6 +18,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
@@ -125,11 +126,17 @@ class _Merge:
 
 
 async def run_in_workers(
-    target: Target, scenario: Scenario, load: Load, sink: Sink, labels: Labels | None = None, workers: int = 2
+    target: Target,
+    scenario: Scenario,
+    load: Load,
+    sink: Sink,
+    labels: Labels | None = None,
+    workers: int = 2,
+    ready: Callable[[], Awaitable[None]] | None = None,
 ) -> ScenarioResult:
-    """The step from ``workers`` processes; fitted and warmed up here first. A cold-then-warm step (one prompt
-    twice in a row) runs here alone."""
-    lead = ScenarioRun(target, scenario, load, sink, labels)
+    """The step from ``workers`` processes; fitted and warmed up here first (then ``ready`` awaited). A
+    cold-then-warm step (one prompt twice in a row) runs here alone."""
+    lead = ScenarioRun(target, scenario, load, sink, labels, ready)
     asked, workers = workers, useful_workers(workers, arrivals_for(load, scenario), load.requests)
     fewer = [f"{asked} load processes asked for, {workers} started: {WHY_FEWER}"] if workers < asked else []
     if workers <= 1 or isinstance(arrivals_for(load, scenario), ColdThenWarm):

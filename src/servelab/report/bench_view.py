@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
+from servelab.core.figures import MIN_INTERVAL, estimate_text, pct_text
 from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, Cell, Row, SloSearch, Step
 from servelab.core.stats import Interval
-from servelab.core.summary import inter_chunk_gaps_ms, ttft_ms
+from servelab.core.summary import Summary, inter_chunk_gaps_ms, ttft_ms
 from servelab.report import plots
-from servelab.report.model import INTERVAL_MIN, P99_MIN, Section, Table, add_plot, can_differ, fmt, say
+from servelab.report.model import INTERVAL_MIN, Section, Table, add_plot, can_differ, fmt, say
 
 COMPARE_NOTE = (
-    f"median [95% bootstrap interval, from {INTERVAL_MIN} requests up]; "
-    "* the first two targets differ (Mann-Whitney U, p < 0.05); against: the "
+    f"median [95% bootstrap interval] (from fewer than {MIN_INTERVAL} requests: their count, no interval); * the "
+    "first two targets differ (Mann-Whitney U, p < 0.05); against: the "
     "second's per-stream speed as a multiple of the first's, its TTFT difference, its aggregate as a multiple"
 )
 
@@ -27,6 +28,9 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
     if any(s.bottleneck for s in result.steps):
         out.tables.append(bottleneck_table(result.steps))
         _limit_verdicts(out, result.steps)
+    for step in result.steps:
+        if step.no_verdict:
+            say(out, f"{step.target}/{step.scenario}: {step.no_verdict}", "")
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         say(out, slo_verdict(target, search), f"SLO: {_slo_text(search)}")
@@ -44,12 +48,7 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
 
 
 def _iv(iv: Interval | None, n: int, digits: int = 1) -> str:
-    """The median, with its interval where ``n`` supports one (:data:`INTERVAL_MIN`)."""
-    if iv is None:
-        return "-"
-    if n < INTERVAL_MIN:
-        return fmt(iv.estimate, digits)
-    return f"{fmt(iv.estimate, digits)} [{fmt(iv.low, digits)}, {fmt(iv.high, digits)}]"
+    return estimate_text(iv, n, digits)
 
 
 def compare_table(rows: list[Row], caption: str) -> Table:
@@ -68,7 +67,7 @@ def compare_table(rows: list[Row], caption: str) -> Table:
             mark_s = "*" if row.differs.get("tok_s") else ""
             mark_t = "*" if row.differs.get("ttft_ms") else ""
             failed = f" ({c.n - c.ok} of {c.n} FAILED: {', '.join(c.failures)})" if c.ok < c.n else f" (n={c.n})"
-            speed, ttft = _iv(c.tok_s, c.ok), _iv(c.ttft_ms, c.ok)
+            speed, ttft = _iv(c.tok_s, len(c.speeds)), _iv(c.ttft_ms, len(c.ttfts))
             cells.append(f"{speed}{mark_s}\n{ttft}{mark_t}\n{fmt(c.aggregate_tok_s)}{failed}")
         if len(targets) == 2:
             cells.append(_against(row.cells.get(targets[0]), row.cells.get(targets[1])))
@@ -80,15 +79,13 @@ STEPS_NOTE = (
     "per request: TTFT sent -> first token; ITL the gaps between token chunks; TPOT the decode time per output "
     "token; E2E sent -> last byte; req/s and "
     "tokens over the active window; a step with failed requests says so (its figures are the ok requests only); "
-    f"few: a p99 from fewer than {P99_MIN} samples is not shown (TTFT, TPOT, E2E: one per ok request; ITL: n gaps)"
+    "a percentile its samples cannot support is shown as the largest sample with their count (max 41.0 (n=5))"
 )
 
 
-def _pair(p: dict[str, float], n: int, digits: int = 1, scale: float = 1.0) -> str:
-    """p50/p99 of ``n`` samples; the p99 only where n supports one (:data:`P99_MIN`), else "few"."""
-    low, high = p.get("p50"), p.get("p99")
-    first, last = (fmt(None if v is None else v * scale, digits) for v in (low, high))
-    return f"{first}/{last if n >= P99_MIN else 'few'}"
+def _pair(s: Summary, name: str, digits: int = 1, scale: float = 1.0) -> str:
+    """``p50/p99``, each printed as a percentile only where its samples support it (core.figures)."""
+    return f"{s.figure(name, 'p50').text(digits, scale)}/{s.figure(name, 'p99').text(digits, scale)}"
 
 
 def _against(first: Cell | None, second: Cell | None) -> str:
@@ -113,10 +110,8 @@ def steps_table(steps: list[Step]) -> Table:
         s = step.summary
         name = f"{step.target}\n{step.scenario}" if several else step.scenario
         ok = f"{s.ok}/{s.requests}" + ("\nFAILED" if s.failures else "")
-        gaps = s.samples.get("itl", 0)
-        rows.append([name, ok, _pair(s.ttft_ms, s.samples.get("ttft", s.ok)), f"{_pair(s.itl_ms, gaps)}\nn={gaps}",
-                     _pair(s.tpot_ms, s.ok), _pair(s.e2e_ms, s.ok, 2, 1e-3), fmt(s.requests_per_s, 2),
-                     f"{s.input_tokens}/{s.output_tokens}"])  # fmt: skip
+        figures = [_pair(s, "ttft_ms"), _pair(s, "itl_ms"), _pair(s, "tpot_ms"), _pair(s, "e2e_ms", 2, 1e-3)]
+        rows.append([name, ok, *figures, fmt(s.requests_per_s, 2), f"{s.input_tokens}/{s.output_tokens}"])
     headers = ["step", "ok/n", "TTFT ms\np50/p99", "ITL ms\np50/p99", "TPOT ms\np50/p99", "E2E s\np50/p99", "req/s",
                "tokens\nin/out"]  # fmt: skip
     return Table("Every step", headers, rows, note=STEPS_NOTE)
@@ -175,7 +170,7 @@ def _slo_text(search: SloSearch) -> str:
 
 def _slo_table(target: str, search: SloSearch) -> Table:
     unit = " req/s" if search.over == "rate" else ""
-    tried = ", ".join(f"{lvl:g}{unit}: {att:.0%}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
+    tried = ", ".join(f"{lvl:g}{unit}: {pct_text(att)}{'' if ok else ' x'}" for lvl, att, ok in search.tried)
     return Table(
         f"{target}: SLO {_slo_text(search)}",
         ["target", "levels tried (share within the SLO)", f"highest {search.over} within the SLO"],

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from servelab.coexist import mitigation_lines
+from servelab.coexist import condition_figure, kept_text, mitigation_lines
+from servelab.core.figures import pct_text
 from servelab.core.results import CoexistRun, ConditionFigures, LlmFigures
-from servelab.report.model import P99_MIN, Section, Table, fmt, say
+from servelab.report.model import Section, Table, fmt, say
 
 
 def sharing_text(sharing: Mapping[str, object]) -> str:
@@ -32,9 +33,10 @@ def coexist_section(out: Section, result: CoexistRun) -> None:
     if result.reference:
         caption += f"; judged against run {result.reference}'s baselines (each probe alone, each LLM load alone)"
     note = (
-        "late: a chunk's arrival after an unbroken playback from the moment its utterance was due needs it; gap: "
-        "the interval between the realtime stream's chunks; stalls @N ms: the underruns a listener with N ms of "
-        f"lookahead hears (and their stall ms); few: a p99 of fewer than {P99_MIN} chunks is not shown"
+        "late: how much later a chunk arrived than an unbroken playback, started when its utterance was due, needs "
+        "it. gap: the interval between the realtime stream's chunks. stalls: the underruns a listener with that "
+        "much lookahead hears, and their stall ms. A p99 from fewer than 100 samples is shown as the largest "
+        "sample with their count."
     )
     out.tables.append(Table(caption, headers, rows, note=note))
     if any(c.llm is not None for c in result.conditions):
@@ -61,17 +63,15 @@ def llm_table(conditions: list[ConditionFigures]) -> Table:
     for c in conditions:
         if c.llm is None:
             continue
-        kept = _pct(c.llm.tok_s_share)
+        kept = kept_text(c.llm) if c.llm.tok_s_share is not None else "-"
         ttft = f"{fmt(c.llm.ttft_ms.get('p50'), 0)} ({fmt(c.llm.ttft_p50_alone_ms, 0)})"
+        cut = f"\n+{c.llm.cut_off()} cut off" if c.llm.cut_off() else ""
         waiting = f" ({c.llm.cut_before_first_token} waiting)" if c.llm.cut_before_first_token else ""
-        parts = f"{_pct(c.llm.output_share)} / {_pct(c.llm.prompt_share)}"
-        rows.append([c.condition, f"{c.llm.ok}/{c.llm.requests}{waiting}", fmt(_tok_s(c.llm), 0), parts, kept, ttft])
+        parts = f"{pct_text(c.llm.output_share)} / {pct_text(c.llm.prompt_share)}"
+        done = f"{c.llm.ok}/{c.llm.requests - c.llm.cut_off()}{cut}{waiting}"
+        rows.append([c.condition, done, fmt(_tok_s(c.llm), 0), parts, kept, ttft])
     headers = ["condition", "LLM ok/n", "LLM\ntok/s", "out / prompt\nkept", "kept", "TTFT p50 ms\n(alone)"]
     return Table("The LLM's side", headers, rows, note=LLM_NOTE)
-
-
-def _pct(share: float | None) -> str:
-    return f"{share:.0%}" if share is not None else "-"
 
 
 def _tok_s(llm: LlmFigures) -> float:
@@ -79,12 +79,13 @@ def _tok_s(llm: LlmFigures) -> float:
 
 
 def _row(c: ConditionFigures, lookaheads: list[float], several: bool = False) -> list[str]:
-    p99 = f"{fmt(c.interval_p99_ms)}\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
-    late = fmt(c.lateness_p99_ms)
-    if c.chunks < P99_MIN:  # a p99 of fewer chunks is their maximum
-        p99 = late = "few"
+    gap = condition_figure(c, "interval", 0.99)
+    p99 = gap.text()
+    if gap.supported:
+        p99 += f"\n[{fmt(c.interval_p99_low_ms)}, {fmt(c.interval_p99_high_ms)}]"
     name = f"{c.condition}\n{c.probe}" if several else c.condition
-    row = [name, str(c.chunks), fmt(c.ttfa_p50_ms), late, fmt(c.interval_p50_ms, 2), p99]
+    late, ttfa = condition_figure(c, "lateness", 0.99).text(), condition_figure(c, "ttfa", 0.5).text()
+    row = [name, str(c.chunks), ttfa, late, fmt(c.interval_p50_ms, 2), p99]
     row += [fmt(c.interval_max_ms), fmt(c.pace_rtf, 2)]
     heard = {lf.lookahead_ms: lf for lf in c.listeners}
     return row + [f"{lf.underruns} ({fmt(lf.stall_ms, 0)})" if (lf := heard.get(la)) else "-" for la in lookaheads]
@@ -122,7 +123,8 @@ def judged(result: CoexistRun) -> list[tuple[str, str]]:
 def _figures(c: ConditionFigures, alone: ConditionFigures) -> str:
     worst = min(c.listeners, key=lambda lf: lf.lookahead_ms, default=None)
     under = f", {worst.underruns} underruns at {worst.lookahead_ms:g} ms lookahead" if worst else ""
+    beside, by_itself = condition_figure(c, "interval", 0.99), condition_figure(alone, "interval", 0.99)
     return (
-        f"chunk p99 {fmt(c.interval_p99_ms)} ms (alone {fmt(alone.interval_p99_ms)}; {c.chunks} chunks), "
+        f"chunk interval {beside.labelled(unit='ms')} (alone {by_itself.labelled()}), "
         f"RTF {fmt(c.pace_rtf, 2)} (alone {fmt(alone.pace_rtf, 2)}){under}"
     )

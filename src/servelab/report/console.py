@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from servelab.core.figures import stored_figure
 from servelab.core.grid import Grid
+from servelab.core.summary import PER_REQUEST
 from servelab.core.terminal import line, styled
 from servelab.report.document import Report
 from servelab.report.model import Section
@@ -34,8 +36,9 @@ def summary_table(title: str, s: dict[str, Any]) -> Grid:
         ("TPOT (ms)", "tpot_ms"),
         ("per-stream tok/s", "stream_tok_s"),
     ):
-        row = s.get(key) or {}
-        rows.append([label, fmt(row.get("p50")), fmt(row.get("p90")), fmt(row.get("p99"))])
+        row, top, short = s.get(key) or {}, s.get("maxima") or {}, key.removesuffix("_ms")
+        n = (s.get("samples") or {}).get(short, s.get("ok") if short in PER_REQUEST else None)
+        rows.append([label, *(stored_figure(row, p, n, top.get(key)).text() for p in ("p50", "p90", "p99"))])
     caption = (
         f"aggregate {fmt(s.get('aggregate_tok_s'))} tok/s over the active window {fmt(s.get('active_window_s'), 2)} s; "
         f"{s.get('output_tokens', 0)} output tokens; {s.get('samples', {}).get('itl', 0)} gaps"

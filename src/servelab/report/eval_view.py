@@ -3,6 +3,7 @@ better, and the replies that were not correct with what the model said."""
 
 from __future__ import annotations
 
+from servelab.core.figures import proportion_text
 from servelab.core.results import Channel, EvalRun, Reply, RepoRun
 from servelab.report import plots
 from servelab.report.model import INTERVAL_MIN, Section, Table, add_plot, fmt, say
@@ -36,9 +37,7 @@ def eval_section(out: Section, result: EvalRun, with_plots: bool) -> None:
 def _rate(c: Channel) -> str:
     if not c.n or c.rate is None:
         return "-"
-    if c.n < INTERVAL_MIN:
-        return f"{c.k}/{c.n} {c.rate:.0%}"
-    return f"{c.k}/{c.n} {c.rate:.0%}\n[{fmt(_pct(c.low))}, {fmt(_pct(c.high))}]"
+    return proportion_text(c.k, c.n, c.low, c.high, "\n")
 
 
 def _pct(value: float | None) -> str | None:
@@ -98,7 +97,7 @@ def repo_section(out: Section, result: RepoRun) -> None:
     rows = []
     for target, t in result.targets.items():
         res = t.resolved
-        rows.append([target, f"{res.k}/{res.n} [{res.low:.0%}, {res.high:.0%}]", fmt(_pct(t.visible_pass_rate)),
+        rows.append([target, proportion_text(res.k, res.n, res.low, res.high), fmt(_pct(t.visible_pass_rate)),
                      fmt(_pct(t.hidden_pass_rate)), fmt(_pct(t.gap)), str(t.tampered),
                      *(f"{t.traps.get(trap, 0)}/{t.attempts}" for trap in traps)])  # fmt: skip
         say(

@@ -19,7 +19,7 @@ MANIFEST_KEYS = ("servelab_version", "kind", "created_at", "host", "gpus", "targ
 
 def section(store: RunStore, info: RunInfo, *, with_plots: bool = True) -> Section:
     out = Section(info.run_id, info.kind, f"{info.kind} {info.run_id}", info.status, _manifest(info.manifest))
-    out.facts = facts(info, store.failed_count(info.run_id))
+    out.facts = facts(info, store.failed_count(info.run_id), store.cancelled_count(info.run_id))
     if info.status != "complete":
         what = f" ({info.error})" if info.error else ""
         out.problems.append(f"the run ended {info.status}{what}: what is below is what was measured before that")
@@ -62,7 +62,7 @@ def _coexist_plot(out: Section, store: RunStore, info: RunInfo) -> None:
     add_plot(out, "Chunk intervals per condition", interval_png(result), too_few(interval_series(result)))
 
 
-def facts(info: RunInfo, failed: int) -> list[tuple[str, str]]:
+def facts(info: RunInfo, failed: int, cancelled: int = 0) -> list[tuple[str, str]]:
     """What the run measured, first: each target's model, address and engine build, the hardware, the error rate."""
     out = []
     targets = info.manifest.get("targets")
@@ -76,8 +76,10 @@ def facts(info: RunInfo, failed: int) -> list[tuple[str, str]]:
             (f"target {name}", f"{models[0] if models else t.get('models_error', '?')} at {t.get('url')} ({engine})")
         )
     out.append(("hardware", _hardware(info.manifest)))
-    n = info.record_count
+    n = info.record_count - cancelled  # a request the run cut off as planned is neither a failure nor a success
     out.append(("requests failed", f"{failed} of {n} ({failed / n:.1%})" if n else "no requests"))
+    if cancelled:
+        out.append(("requests cut off", f"{cancelled}, as planned, at the end of a load window (not failures)"))
     return out
 
 

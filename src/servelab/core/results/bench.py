@@ -70,6 +70,7 @@ class Step(Model):
     summary: Summary
     clients: list[ClientLoad] = Field(default_factory=list)  # one per load-generating process
     bottleneck: Bottleneck | None = None
+    no_verdict: str | None = None  # why no side is named: no request succeeded, or it never had its concurrency
     goodput: Goodput | None = None
 
 
@@ -111,7 +112,8 @@ class SloSearch(Model):
 
 class BenchRun(RunResult):
     kind: Literal["bench", "bench-slo"] = "bench"
-    version: int = 2  # 2: steps carry their clients' load, the bottleneck verdict and goodput
+    version: int = 3  # 2: steps carry their clients' load, the bottleneck verdict and goodput
+    # 3: a step not judged says why (no_verdict); summaries count every figure's samples and keep their largest
     steps: list[Step] = Field(default_factory=list)
     rows: list[Row] = Field(default_factory=list)
     metrics: dict[str, EngineMetrics] = Field(default_factory=dict)  # target -> its /metrics

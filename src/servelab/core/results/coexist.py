@@ -32,12 +32,21 @@ class LlmFigures(Model):
     streamed_tok_s: float | None = None  # tokens that arrived over the load's span, cut-off requests included
     prompt_tok_s: float | None = None  # prompt tokens taken in over the load's span (requests with a first token)
     tok_s_share: float | None = None  # the lower of output_share and prompt_share: what the LLM kept of its work
+    tok_s_share_low: float | None = None  # its 95% interval over the rounds (None: one round, no interval)
+    tok_s_share_high: float | None = None
+    rounds_tok_s: list[float] = Field(default_factory=list)  # streamed tok/s of each round (a load window)
+    rounds_prompt_tok_s: list[float] = Field(default_factory=list)  # prompt tok/s of each round
+    cancelled: int = 0  # requests cut off as planned at the end of a load window: neither failures nor successes
     output_share: float | None = None  # streamed tok/s over the same load's with no probe running (llm:...)
     prompt_share: float | None = None  # prompt tok/s over the same load's with no probe running
     ttft_p50_alone_ms: float | None = None  # that baseline's median TTFT
     cut_before_first_token: int = 0  # requests cut off at the end still waiting for their first token
     failures: dict[str, int] = Field(default_factory=dict)  # why requests failed, most common first
     failure_messages: dict[str, str] = Field(default_factory=dict)  # the server's own words, one per reason
+
+    def cut_off(self) -> int:
+        """Requests cut off as planned at the end of a load window (a run stored before version 4: its failures)."""
+        return self.cancelled or self.failures.get("cancelled", 0)
 
 
 class ConditionFigures(Model):
@@ -60,6 +69,8 @@ class ConditionFigures(Model):
     rtf_p95: float | None
     pace_rtf: float | None  # the chunk pace: all intervals over the audio of the chunks they brought (no start wait)
     listeners: list[ListenerFigures] = Field(default_factory=list)
+    samples: dict[str, int] = Field(default_factory=dict)  # what each percentile rests on: interval, lateness, ttfa
+    maxima: dict[str, float] = Field(default_factory=dict)  # each one's largest sample (ms): what a p99 from too few is
     frame_latency_p99_ms: float | None = None
     min_fps: float | None = None
     llm: LlmFigures | None = None
@@ -69,8 +80,9 @@ class ConditionFigures(Model):
 
 class CoexistRun(RunResult):
     kind: Literal["coexist"] = "coexist"
-    version: int = 3  # 2: listeners carry the audio buffered ahead; several probes; the LLM's share; goals
+    version: int = 4  # 2: listeners carry the audio buffered ahead; several probes; the LLM's share; goals
     # 3: lateness from the due time; the LLM's share is the lower of its output and prompt token rates' shares
+    # 4: the LLM's planned cancellations apart from its failures; its share with an interval over the rounds
     goals: dict[str, float] = Field(default_factory=dict)  # what a condition must keep to meet them
     probe: Facts = Field(default_factory=dict)
     sharing: Facts = Field(default_factory=dict)
@@ -84,7 +96,7 @@ class CoexistRun(RunResult):
             if c.errors:
                 out.append(f"{c.condition}: {c.errors} of {c.utterances} probe utterances failed")
             llm = c.llm
-            failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}  # cancelled: the end
+            failed = {k: n for k, n in (llm.failures if llm else {}).items() if k != "cancelled"}  # before 4: in them
             if llm is not None and failed:
                 why = "; ".join(f'{k} ({n}): "{llm.failure_messages.get(k, "")}"' for k, n in failed.items())
                 out.append(f"{c.condition}: {sum(failed.values())} of {llm.requests} LLM requests failed: {why}")

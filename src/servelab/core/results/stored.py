@@ -20,7 +20,7 @@ from servelab.core.store import RunInfo, RunStore
 
 AnyResult = Annotated[BenchRun | EvalRun | RepoRun | CoexistRun | PlanRun | CheckRun, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[AnyResult] = TypeAdapter(AnyResult)
-VERSIONS: dict[str, int] = {"bench": 2, "bench-slo": 2, "eval": 1, "repo": 1, "coexist": 3, "plan": 1, "check": 1}
+VERSIONS: dict[str, int] = {"bench": 3, "bench-slo": 3, "eval": 1, "repo": 1, "coexist": 4, "plan": 1, "check": 1}
 
 
 def save_result(store: RunStore, run_id: str, result: RunResult) -> None:
