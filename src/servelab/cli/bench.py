@@ -27,6 +27,7 @@ from servelab.bench import (
     run_bench,
     scenario_names,
     search_slo,
+    with_session_options,
 )
 from servelab.cli._common import (
     ApiKeyOption,
@@ -62,6 +63,13 @@ def bench(
         "a .jsonl of prompts or OpenAI messages, or a ShareGPT file; repeat.",
     ),
     requests: int = typer.Option(5, "--requests", min=1, help="Measured requests per scenario and target."),
+    sessions: int | None = typer.Option(
+        None, "--sessions", min=1, help="A session scenario's concurrent sessions (with --rate: sessions sent)."
+    ),
+    turns: int | None = typer.Option(None, "--turns", min=1, help="Turns per session (a session scenario)."),
+    think_time: str | None = typer.Option(
+        None, "--think-time", help="Seconds between an answer and the session's next turn: S, LOW-HIGH or exp:MEAN."
+    ),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
@@ -95,7 +103,9 @@ def bench(
         help="Find the highest concurrency (or rate, --slo-over rate) that meets an SLO, like ttft=300ms,itl=50ms "
         "(errors count as failures).",
     ),
-    slo_over: str = typer.Option("concurrency", "--slo-over", help="What the SLO search raises: concurrency or rate."),
+    slo_over: str = typer.Option(
+        "concurrency", "--slo-over", help="What the SLO search raises: concurrency, rate or sessions."
+    ),
     slo_attainment: float = typer.Option(
         0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests that must meet the SLO."
     ),
@@ -129,8 +139,8 @@ def bench(
         raise UsageError(f"--duration wants seconds above 0, got {duration}")
     if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
         raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
-    if slo_over not in ("concurrency", "rate"):
-        raise UsageError(f"--slo-over is concurrency or rate, got {slo_over!r}")
+    if slo_over not in ("concurrency", "rate", "sessions"):
+        raise UsageError(f"--slo-over is concurrency, rate or sessions, got {slo_over!r}")
     if fixed_output not in ("ignore_eos", "min_tokens", "off"):
         raise UsageError(f"--fixed-output is ignore_eos, min_tokens or off, got {fixed_output!r}")
     if sweep and rate_sweep:
@@ -159,6 +169,9 @@ def bench(
     )
     bar = steps(not json_out)
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
+    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
+    if slo_over == "sessions" and not all(s.sessions for s in scenarios):
+        raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
     if levels:
         scenarios = at_levels(scenarios, levels)
     if rates:
@@ -171,6 +184,9 @@ def bench(
         "rate_sweep": rate_sweep,
         "slo": slo,
         "slo_over": slo_over,
+        "sessions": sessions,
+        "turns": turns,
+        "think_time": think_time,
         "workers": workers,
         "goodput": goodput,
         "confirm": confirm,

@@ -7,10 +7,13 @@ import random
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servelab.core.errors import UsageError
 from servelab.load.datasets import OnBad, Prompt, Synthetic, parse_synthetic, read_dataset
+
+if TYPE_CHECKING:
+    from servelab.load.sessions.spec import SessionSpec
 
 SEED_000 = ("code-chat", "character-chat", "studio-enhance", "concurrent-4")
 FILLER_WORDS = (
@@ -57,6 +60,7 @@ class Scenario:
     synthetic: Synthetic | None = None  # N tokens in, M out (fixed or drawn per request)
     tokens_per_line: float = 12.0  # of the filler text, as the target counts it (measured before a synthetic run)
     notes: tuple[str, ...] = ()  # what reading the data left out (lines skipped)
+    sessions: SessionSpec | None = None  # a session workload: turns over a growing history (load.sessions)
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""
@@ -109,7 +113,13 @@ def _builtin() -> dict[str, dict[str, Any]]:
 
 
 def scenario_names() -> list[str]:
-    return list(_builtin())
+    return list(_builtin()) + session_names()
+
+
+def session_names() -> list[str]:
+    from servelab.load.sessions.spec import preset_names
+
+    return preset_names()
 
 
 def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]]) -> Scenario:
@@ -131,10 +141,15 @@ def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]])
 
 
 def load_scenario(spec: str, on_bad: OnBad = "stop") -> Scenario:
-    """A built-in name, ``synthetic:IN:OUT``, or a file of your traffic (JSONL, OpenAI messages, ShareGPT)."""
+    """A built-in name, ``synthetic:IN:OUT``, a session preset or spec (``.toml``), or a file of your traffic
+    (JSONL, OpenAI messages, ShareGPT)."""
+    from servelab.load.sessions.scenario import session_scenario  # the sessions package imports this module
+
     table = _builtin()
     if spec in table:
         return _from_dict(spec, table[spec], table)
+    if (sessions := session_scenario(spec)) is not None:
+        return sessions
     if spec.startswith("synthetic:"):
         synthetic = parse_synthetic(spec)
         return Scenario(name=spec, description=f"{spec} tokens in:out", synthetic=synthetic)
@@ -144,7 +159,8 @@ def load_scenario(spec: str, on_bad: OnBad = "stop") -> Scenario:
         return Scenario(name=path.stem, description=f"prompts from {path}", prompts=data.prompts, notes=data.skipped)
     raise UsageError(
         f"unknown scenario {spec!r}",
-        hint=f"built in: {', '.join(table)}; synthetic:IN:OUT; or a .jsonl / ShareGPT file of prompts",
+        hint=f"built in: {', '.join(table)}; sessions: {', '.join(session_names())}; synthetic:IN:OUT; a session "
+        "spec (.toml); or a .jsonl / ShareGPT file of prompts",
     )
 
 
