@@ -54,6 +54,11 @@ PUBLIC: dict[str, list[str]] = {
                       "default_workers", "described", "expand", "filler_text", "fit_filler", "load_scenario",
                       "parse_target", "payload", "read_prompts", "resolve", "resolve_all", "run_in_workers",
                       "scenario_names", "target_specs", "token_counter"],
+    "servelab.load.sessions": ["Conversation", "PRESETS", "Prompt", "SessionRun", "SessionScript", "SessionSpec",
+                               "Span", "Think", "TurnScript", "fit_spec", "hit_share", "needed", "of_spec",
+                               "parse_think", "preset", "preset_names", "prompt_limit", "read_spec", "run_sessions",
+                               "session_figures", "session_scenario", "session_script", "spec_from", "step_labels",
+                               "with_session_options"],
     "servelab.plan": ["CacheLayer", "Comparison", "EngineArgs", "GIB", "GPUS", "ModelSpec", "Plan", "PlanRequest",
                       "QUANTS", "UnknownArchitecture", "VllmOptions", "compare_with", "engine_request", "gpu",
                       "make_plan", "parse_alongside", "parse_engine_args", "parse_size", "parse_tokens",
@@ -61,8 +66,8 @@ PUBLIC: dict[str, list[str]] = {
                       "with_engine_args"],
     "servelab.report": ["build_sections", "compare_table", "plot_intervals", "print_section", "rich_table", "section",
                         "section_tables", "summary_table", "write_report"],
-    "servelab.testing": ["FakeServer", "MODES", "Scripted", "ScriptedStream", "SimEngine", "SinkShape", "free_port",
-                         "loop_in_thread", "serve", "serve_sim", "sse_chat"],
+    "servelab.testing": ["CacheSim", "FakeServer", "MODES", "Scripted", "ScriptedStream", "SimEngine", "SinkShape",
+                         "free_port", "loop_in_thread", "serve", "serve_cache_sim", "serve_sim", "sse_chat"],
 }  # fmt: skip
 
 PACKAGES = sorted(m.name for m in pkgutil.walk_packages(servelab.__path__, "servelab.") if m.ispkg)

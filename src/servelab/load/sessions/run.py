@@ -18,8 +18,8 @@ from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.monitor import ClientMonitor
 from servelab.load.runner import Load, ScenarioResult, Sink, Target, payload, token_counter
 from servelab.load.scenarios import Scenario, filler_text
-from servelab.load.sessions.conversation import Conversation, Message
-from servelab.load.sessions.fit import fit_spec, prompt_limit
+from servelab.load.sessions.conversation import Conversation, Message, Prompt
+from servelab.load.sessions.fit import HEAD_MARK_TOKENS, fit_spec, prompt_limit
 from servelab.load.sessions.script import SessionScript, TurnScript, session_script
 from servelab.load.sessions.spec import SessionSpec
 
@@ -88,14 +88,15 @@ class SessionRun:
         return self.result
 
     async def prepare(self) -> None:
-        self.spec, told = fit_spec(self.spec, self.target.max_model_len, self.target.name)
-        self.result.warnings += [told] if told else []
         count = token_counter(self.client.base, self.target.model, self.target.api_key)
         got = await count(filler_text(0, self.spec.name, lines=MEASURE_LINES))
         if got is None:
             self.result.warnings.append(f"no /tokenize on {self.target.name}: session lengths are estimates")
         else:
             self.texts = replace(self.texts, tokens_per_line=got / MEASURE_LINES)
+        context, line = self.target.max_model_len, self.texts.tokens_per_line
+        self.spec, told = fit_spec(self.spec, context, self.target.name, line)
+        self.result.warnings += [told] if told else []
         for i in range(self.load.warmup):
             messages: list[Message] = [{"role": "user", "content": f"[{uuid.uuid4().hex[:12]}] warm up {i}"}]
             await self.client.send("chat", self._body(messages, 8), record=self._record(None, 0, False, "warmup"))
@@ -126,16 +127,8 @@ class SessionRun:
     async def session(self, index: int, due_ns: int) -> None:
         """One session's turns in order, each sent its think time after the previous answer."""
         script = session_script(self.spec, index, self.load.seed)
-        shared = self.spec.shared_tokens
-        head = self.texts.head(script, shared, uuid.uuid4().hex[:12] if self.load.unique_prefix else str(index))
-        talk = Conversation(
-            head=[{"role": "system", "content": head}],
-            head_tokens=self.texts.tokens(shared) + self.texts.tokens(script.head_tokens - shared) + 16,
-            limit=prompt_limit(self.spec, self.target.max_model_len),
-            summary=self.texts.summary(index),
-            summary_tokens=self.texts.tokens(self.spec.summary_tokens),
-            session=index,
-        )
+        nonce = uuid.uuid4().hex[:12] if self.load.unique_prefix else str(index)
+        talk = start_conversation(self.spec, script, self.texts, self.target.max_model_len, nonce)
         for turn in script.turns:
             if turn.index > 1:
                 due_ns = time.perf_counter_ns() + int(turn.think_s * 1e9)
@@ -146,9 +139,7 @@ class SessionRun:
     async def _turn(self, talk: Conversation, turn: TurnScript, session: int, due_ns: int) -> bool:
         """One turn sent and its reply taken into the history; False where the session ends here."""
         before = talk.compactions
-        text = self.texts.text(f"turn:{session}:{turn.index}", turn.new_tokens)
-        prompt = talk.next_prompt(turn.index, text, self.texts.tokens(turn.new_tokens), turn.output_tokens,
-                                  tool=turn.tool)  # fmt: skip
+        prompt = turn_prompt(talk, self.texts, turn)
         self.compactions += talk.compactions - before
         if not prompt.fits:
             self.unfit.append(f"session {session} turn {turn.index}: {prompt.estimated_tokens:,} > {prompt.limit:,}")
@@ -193,6 +184,27 @@ class SessionRun:
             self.result.stopped_early = f"stopped early: {self._errors_in_row} failed turns in a row"
             return True
         return self._deadline is not None and time.perf_counter_ns() > self._deadline
+
+
+def start_conversation(
+    spec: SessionSpec, script: SessionScript, texts: Texts, context: int | None, nonce: str
+) -> Conversation:
+    """A session's conversation before its first turn: its head (``nonce`` marks it as this session's own)."""
+    shared = spec.shared_tokens
+    return Conversation(
+        head=[{"role": "system", "content": texts.head(script, shared, nonce)}],
+        head_tokens=texts.tokens(shared) + texts.tokens(script.head_tokens - shared) + HEAD_MARK_TOKENS,
+        limit=prompt_limit(spec, context),
+        summary=texts.summary(script.session),
+        summary_tokens=texts.tokens(spec.summary_tokens),
+        session=script.session,
+    )
+
+
+def turn_prompt(talk: Conversation, texts: Texts, turn: TurnScript) -> Prompt:
+    """The prompt of ``turn``: its new content (seeded by session and turn) after the history."""
+    text = texts.text(f"turn:{talk.session}:{turn.index}", turn.new_tokens)
+    return talk.next_prompt(turn.index, text, texts.tokens(turn.new_tokens), turn.output_tokens, tool=turn.tool)
 
 
 def session_warnings(records: list[RequestRecord], load: Load, compactions: int, unfit: list[str]) -> list[str]:
