@@ -56,6 +56,7 @@ def test_every_prompt_extends_the_last_one_and_its_reply_and_fits_the_context(
     texts, rng = Texts(spec.name, WORDS_PER_LINE), random.Random(seed)
     talk = start_conversation(spec, session_script(spec, session, seed), texts, context, f"n{session}")
     last: list[dict[str, object]] | None = None
+    reply = ""
     for turn in session_script(spec, session, seed).turns:
         prompt = turn_prompt(talk, texts, turn)
         sent = len(render(prompt.messages))
