@@ -153,6 +153,10 @@ def bench(
     good = parse_slo(goodput) if goodput else None
     if slo:
         parse_slo(slo, slo_attainment)  # refused here, before any server is asked
+    scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
+    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
+    if slo_over == "sessions" and not all(s.sessions for s in scenarios):
+        raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests,
@@ -168,10 +172,6 @@ def bench(
         workers=workers,
     )
     bar = steps(not json_out)
-    scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
-    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
-    if slo_over == "sessions" and not all(s.sessions for s in scenarios):
-        raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
     if levels:
         scenarios = at_levels(scenarios, levels)
     if rates:
