@@ -5,6 +5,7 @@ search finds the session count the fixture's capacity holds, and no more."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from statistics import median
@@ -48,7 +49,7 @@ def test_later_turns_find_the_history_and_the_streamed_reply_in_the_cache(cache_
     turns = sorted(result.records, key=lambda r: (r.labels.session, r.labels.turn))
     assert [(r.labels.session, r.labels.turn) for r in turns] == [(s, t) for s in (0, 1) for t in (1, 2, 3, 4)]
     assert all(r.ok for r in turns)
-    for before, now in zip(turns, turns[1:], strict=False):
+    for before, now in itertools.pairwise(turns):
         if now.labels.session != before.labels.session:
             assert now.cached_tokens == 0  # a session's own head: nothing of another's
             continue
