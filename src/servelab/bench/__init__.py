@@ -8,7 +8,7 @@ from servelab.bench.verdict import bottleneck
 from servelab.core.results import Bottleneck, Row, Step
 from servelab.load.runner import Load, Target
 from servelab.load.scenarios import Scenario, expand, scenario_names
-from servelab.load.sessions import with_session_options
+from servelab.load.sessions import trace_scenario, with_session_options
 
 __all__ = [
     "SLO",
@@ -32,5 +32,6 @@ __all__ = [
     "scenario_names",
     "search_slo",
     "side_by_side",
+    "trace_scenario",
     "with_session_options",
 ]

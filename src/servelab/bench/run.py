@@ -81,7 +81,7 @@ async def _run_target_scenario(
     sampling = asyncio.create_task(_sample_every(frontend, scrape_interval / 2))
     workers = load.workers or default_workers(load, scenario)
     try:
-        if scenario.sessions is not None:
+        if scenario.sessions is not None or scenario.trace is not None:
             result = await run_sessions(target, scenario, load, sink)
         elif workers > 1:
             result = await run_in_workers(target, scenario, load, sink, workers=workers)

@@ -27,6 +27,7 @@ from servelab.bench import (
     run_bench,
     scenario_names,
     search_slo,
+    trace_scenario,
     with_session_options,
 )
 from servelab.cli._common import (
@@ -63,6 +64,13 @@ def bench(
         "a .jsonl of prompts or OpenAI messages, or a ShareGPT file; repeat.",
     ),
     requests: int = typer.Option(5, "--requests", min=1, help="Measured requests per scenario and target."),
+    trace: Path | None = typer.Option(
+        None,
+        "--trace",
+        help="Replay a Mooncake-format trace (JSONL: timestamp ms, input_length, output_length, hash_ids) at its "
+        "own times, requests sharing a hash id sharing that prefix block.",
+    ),
+    trace_speed: float = typer.Option(1.0, "--trace-speed", min=0.001, help="Replay the trace this many times faster."),
     sessions: int | None = typer.Option(
         None, "--sessions", min=1, help="A session scenario's concurrent sessions (with --rate: sessions sent)."
     ),
@@ -134,7 +142,14 @@ def bench(
     json_out: bool = JsonOption,
 ) -> None:
     """Speed on the seed workloads, every target side by side, with intervals and a mark where they differ."""
-    finite(rate=rate, duration=duration, slo_attainment=slo_attainment, max_rate=max_rate, start_rate=start_rate)
+    finite(
+        trace_speed=trace_speed,
+        rate=rate,
+        duration=duration,
+        slo_attainment=slo_attainment,
+        max_rate=max_rate,
+        start_rate=start_rate,
+    )
     if duration is not None and duration <= 0:
         raise UsageError(f"--duration wants seconds above 0, got {duration}")
     if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
@@ -154,6 +169,8 @@ def bench(
     if slo:
         parse_slo(slo, slo_attainment)  # refused here, before any server is asked
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")
+    if trace is not None:  # the trace alone, unless scenarios were named beside it
+        scenarios = [*([] if scenario == ["seed-000"] else scenarios), trace_scenario(trace, trace_speed)]
     scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
     if slo_over == "sessions" and not all(s.sessions for s in scenarios):
         raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
@@ -187,6 +204,8 @@ def bench(
         "sessions": sessions,
         "turns": turns,
         "think_time": think_time,
+        "trace": None if trace is None else str(trace),
+        "trace_speed": trace_speed,
         "workers": workers,
         "goodput": goodput,
         "confirm": confirm,

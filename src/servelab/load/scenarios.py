@@ -14,6 +14,7 @@ from servelab.load.datasets import OnBad, Prompt, Synthetic, parse_synthetic, re
 
 if TYPE_CHECKING:
     from servelab.load.sessions.spec import SessionSpec
+    from servelab.load.sessions.trace import Trace
 
 SEED_000 = ("code-chat", "character-chat", "studio-enhance", "concurrent-4")
 FILLER_WORDS = (
@@ -61,6 +62,7 @@ class Scenario:
     tokens_per_line: float = 12.0  # of the filler text, as the target counts it (measured before a synthetic run)
     notes: tuple[str, ...] = ()  # what reading the data left out (lines skipped)
     sessions: SessionSpec | None = None  # a session workload: turns over a growing history (load.sessions)
+    trace: Trace | None = None  # a trace replayed at its own times, its prefix sharing kept (load.sessions.trace)
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""

@@ -8,6 +8,7 @@ from servelab.load.sessions.run import SessionRun, run_sessions
 from servelab.load.sessions.scenario import of_spec, parse_think, session_scenario, with_session_options
 from servelab.load.sessions.script import SessionScript, TurnScript, session_script
 from servelab.load.sessions.spec import PRESETS, SessionSpec, Span, Think, preset, preset_names, read_spec, spec_from
+from servelab.load.sessions.trace import Trace, TraceRequest, TraceRun, overlap_blocks, read_trace, trace_scenario
 
 __all__ = [
     "PRESETS",
@@ -18,21 +19,27 @@ __all__ = [
     "SessionSpec",
     "Span",
     "Think",
+    "Trace",
+    "TraceRequest",
+    "TraceRun",
     "TurnScript",
     "fit_spec",
     "hit_share",
     "needed",
     "of_spec",
+    "overlap_blocks",
     "parse_think",
     "preset",
     "preset_names",
     "prompt_limit",
     "read_spec",
+    "read_trace",
     "run_sessions",
     "session_figures",
     "session_scenario",
     "session_script",
     "spec_from",
     "step_labels",
+    "trace_scenario",
     "with_session_options",
 ]

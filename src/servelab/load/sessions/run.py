@@ -22,6 +22,7 @@ from servelab.load.sessions.conversation import Conversation, Message, Prompt
 from servelab.load.sessions.fit import HEAD_MARK_TOKENS, fit_spec, prompt_limit
 from servelab.load.sessions.script import SessionScript, TurnScript, session_script
 from servelab.load.sessions.spec import SessionSpec
+from servelab.load.sessions.trace import TraceRun
 
 MEASURE_LINES = 200  # filler lines /tokenize counts once, for the tokens per line of every text sent
 DEFAULT_TOKENS_PER_LINE = 12.0
@@ -227,8 +228,11 @@ def session_warnings(records: list[RequestRecord], load: Load, compactions: int,
 
 
 async def run_sessions(target: Target, scenario: Scenario, load: Load, sink: Sink) -> ScenarioResult:
-    """The session step in this process (sessions run on one event loop; ``--workers`` is not split over them)."""
-    result = await SessionRun(target, scenario, load, sink).run()
+    """A session or trace step in this process (on one event loop; ``--workers`` is not split over them)."""
+    if scenario.trace is not None:
+        result = await TraceRun(target, scenario, load, sink).run()
+    else:
+        result = await SessionRun(target, scenario, load, sink).run()
     if load.workers and load.workers > 1:
         result.warnings.append(f"sessions run in one load process; --workers {load.workers} was not used")
     return result
