@@ -22,7 +22,7 @@ from servelab.load.runner import Load, ScenarioResult, Sink, Target, payload, ro
 from servelab.load.scenarios import Scenario, filler_text
 
 MOONCAKE_BLOCK = 512  # tokens per hash id in Mooncake's published traces
-MEASURE_LINES = 200
+GUESS_TOKENS_PER_LINE = 12.0
 _REQUIRED = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
@@ -77,9 +77,12 @@ def _request(path: Path, number: int, line: str) -> TraceRequest:
 
 
 def trace_scenario(path: Path, speed: float = 1.0) -> Scenario:
+    """The trace as an open-loop scenario (its ``rate`` the trace's mean, as scaled; the times are the trace's)."""
     trace = replace(read_trace(path), speed=speed)
     longest = max(r.output_tokens for r in trace.requests)
-    return Scenario(name=trace.name, description=f"trace replay of {path}", max_tokens=longest, trace=trace)
+    span = trace.requests[-1].at_s / speed
+    rate = len(trace.requests) / span if span > 0 else float(len(trace.requests))
+    return Scenario(name=trace.name, description=f"trace replay of {path}", max_tokens=longest, rate=rate, trace=trace)
 
 
 def overlap_blocks(requests: tuple[TraceRequest, ...], index: int) -> int:
@@ -101,7 +104,7 @@ class Blocks:
 
     run: str
     block_tokens: int
-    tokens_per_line: float = 12.0
+    tokens_per_line: float = GUESS_TOKENS_PER_LINE
 
     def lines(self, tokens: int) -> int:
         return max(1, round(tokens / self.tokens_per_line))
@@ -140,11 +143,12 @@ class TraceRun:
 
     async def run(self) -> ScenarioResult:
         count = token_counter(self.client.base, self.target.model, self.target.api_key)
-        got = await count(filler_text(0, "trace", lines=MEASURE_LINES))
+        lines = self.blocks.lines(self.blocks.block_tokens)  # a block's worth: short lines' numbers count fewer tokens
+        got = await count(filler_text(0, "trace", lines=lines))
         if got is None:
             self.result.warnings.append(f"no /tokenize on {self.target.name}: block lengths are estimates")
         else:
-            self.blocks = replace(self.blocks, tokens_per_line=got / MEASURE_LINES)
+            self.blocks = replace(self.blocks, tokens_per_line=got / lines)
         requests = self._fitting()
         self.monitor.start()
         try:
