@@ -9,6 +9,7 @@ from servelab.bench.verdict import bottleneck
 from servelab.core.results import Bottleneck, Row, Step
 from servelab.load.runner import Load, Target
 from servelab.load.scenarios import Scenario, expand, scenario_names
+from servelab.load.sessions import trace_scenario, with_session_options
 
 __all__ = [
     "DEFAULT_REQUESTS",
@@ -37,4 +38,6 @@ __all__ = [
     "side_by_side",
     "sized",
     "slo_requests",
+    "trace_scenario",
+    "with_session_options",
 ]

@@ -36,6 +36,7 @@ SERIES: dict[str, tuple[str, ...]] = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
     "spec_accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
     "spec_drafted": ("vllm:spec_decode_num_draft_tokens_total",),
     "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
@@ -162,6 +163,7 @@ def derive(samples: list[Sample]) -> dict[str, Scalar]:
         out[f"{name}_max"] = max(seen) if seen else None
     hits, queries = _delta(samples, "prefix_hits"), _delta(samples, "prefix_queries")
     out["prefix_hit_rate"] = hits / queries if hits is not None and queries else None
+    out["preemptions"] = _delta(samples, "preemptions")
     accepted, drafted, drafts = (_delta(samples, n) for n in ("spec_accepted", "spec_drafted", "spec_drafts"))
     out["spec_acceptance_rate"] = accepted / drafted if accepted is not None and drafted else None
     out["spec_mean_accepted_length"] = 1 + accepted / drafts if accepted is not None and drafts else None

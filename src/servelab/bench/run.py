@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from servelab.bench.compare import side_by_side
 from servelab.bench.confirm import more_workers, relieved, with_relief
@@ -27,6 +27,7 @@ from servelab.engines.manifest import build_manifest
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
 from servelab.load.scenarios import Scenario
+from servelab.load.sessions import fit_spec, run_sessions, session_figures, step_labels
 from servelab.load.targets import TargetSpec, resolve_all
 from servelab.load.workers import default_workers, run_in_workers, usable_cores
 
@@ -81,7 +82,9 @@ async def _run_target_scenario(
     sampling = asyncio.create_task(_sample_every(frontend, scrape_interval / 2))
     workers = load.workers or default_workers(load, scenario)
     try:
-        if workers > 1:
+        if scenario.sessions is not None or scenario.trace is not None:
+            result = await run_sessions(target, scenario, load, sink)
+        elif workers > 1:
             result = await run_in_workers(target, scenario, load, sink, workers=workers, ready=scraper.mark)
         else:
             result = await ScenarioRun(target, scenario, load, sink, ready=scraper.mark).run()
@@ -159,9 +162,10 @@ class BenchSession:
                         for k, v in verdicts.items()}  # fmt: skip
         for label in labels:
             summary, good = summarize(mine[label]), _goodput(mine[label], self.goodput)
-            self.stored.steps.append(Step(target=target.name, scenario=label, labels=mine[label][0].labels,
+            turns = session_figures(mine[label], derived, self.goodput) if scenario.sessions else None
+            self.stored.steps.append(Step(target=target.name, scenario=label, labels=step_labels(mine[label][0]),
                                           summary=summary, clients=res.clients, bottleneck=verdicts.get(label),
-                                          no_verdict=unjudged[label], goodput=good))  # fmt: skip
+                                          no_verdict=unjudged[label], goodput=good, sessions=turns))  # fmt: skip
         self.recorder.result(self.stored)
         return res
 
@@ -180,10 +184,11 @@ class BenchSession:
             return None
         return relieved(res.records, after.records, workers, more)
 
-    def searched(self, target: str, found: Search, slo: SLO) -> None:
-        self.stored.slo[target] = SloSearch(
-            over="rate" if found.over == "rate" else "concurrency", best=found.best, tried=found.tried, slo=asdict(slo)
+    def searched(self, target: str, found: Search, slo: SLO, sessions: bool = False) -> None:
+        over: Literal["rate", "sessions", "concurrency"] = (
+            "rate" if found.over == "rate" else "sessions" if sessions else "concurrency"
         )
+        self.stored.slo[target] = SloSearch(over=over, best=found.best, tried=found.tried, slo=asdict(slo))
         self.recorder.result(self.stored)
 
     @contextmanager
@@ -217,6 +222,9 @@ def refuse_too_long(targets: Sequence[Target], scenarios: Sequence[Scenario], lo
     too_long = []
     for target in targets:
         for s in scenarios:
+            if s.sessions is not None:
+                fit_spec(s.sessions, target.max_model_len, target.name)  # refused in its own words
+                continue
             output = load.max_tokens or max([p.max_tokens or s.max_tokens for p in s.prompts] or [s.max_tokens])
             prompt = load.prefix_tokens if load.prefix_tokens is not None and s.prefix_tokens else s.prefix_tokens
             if s.synthetic is not None:
@@ -316,7 +324,7 @@ def search_slo(
     with session.running():
         for target in targets:
             found[target.name] = _search_target(session, target, scenario, load, slo, limit, over, start_rate, on_step)
-            session.searched(target.name, found[target.name], slo)
+            session.searched(target.name, found[target.name], slo, sessions=scenario.sessions is not None)
     return session.result, found
 
 

@@ -30,6 +30,8 @@ from servelab.bench import (
     scenario_names,
     search_slo,
     sized,
+    trace_scenario,
+    with_session_options,
 )
 from servelab.cli._common import (
     ApiKeyOption,
@@ -71,6 +73,20 @@ def bench(
         min=1,
         help="Measured requests per scenario and target (default: 5, and 4 per stream of a concurrent step).",
     ),
+    trace: Path | None = typer.Option(
+        None,
+        "--trace",
+        help="Replay a Mooncake-format trace (JSONL: timestamp ms, input_length, output_length, hash_ids) at its "
+        "own times, requests sharing a hash id sharing that prefix block.",
+    ),
+    trace_speed: float = typer.Option(1.0, "--trace-speed", min=0.001, help="Replay the trace this many times faster."),
+    sessions: int | None = typer.Option(
+        None, "--sessions", min=1, help="A session scenario's concurrent sessions (with --rate: sessions sent)."
+    ),
+    turns: int | None = typer.Option(None, "--turns", min=1, help="Turns per session (a session scenario)."),
+    think_time: str | None = typer.Option(
+        None, "--think-time", help="Seconds between an answer and the session's next turn: S, LOW-HIGH or exp:MEAN."
+    ),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
@@ -106,7 +122,9 @@ def bench(
         help="Find the highest concurrency (or rate, --slo-over rate) that meets an SLO, like ttft=300ms,itl=50ms "
         "(errors count as failures).",
     ),
-    slo_over: str = typer.Option("concurrency", "--slo-over", help="What the SLO search raises: concurrency or rate."),
+    slo_over: str = typer.Option(
+        "concurrency", "--slo-over", help="What the SLO search raises: concurrency, rate or sessions."
+    ),
     slo_attainment: float = typer.Option(
         0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests that must meet the SLO."
     ),
@@ -135,13 +153,20 @@ def bench(
     json_out: bool = JsonOption,
 ) -> None:
     """Speed on the seed workloads, every target side by side, with intervals and a mark where they differ."""
-    finite(rate=rate, duration=duration, slo_attainment=slo_attainment, max_rate=max_rate, start_rate=start_rate)
+    finite(
+        trace_speed=trace_speed,
+        rate=rate,
+        duration=duration,
+        slo_attainment=slo_attainment,
+        max_rate=max_rate,
+        start_rate=start_rate,
+    )
     if duration is not None and duration <= 0:
         raise UsageError(f"--duration wants seconds above 0, got {duration}")
     if arrival not in ("poisson", "constant") or order not in ("interleaved", "sequential"):
         raise UsageError("--arrival is poisson or constant; --order is interleaved or sequential")
-    if slo_over not in ("concurrency", "rate"):
-        raise UsageError(f"--slo-over is concurrency or rate, got {slo_over!r}")
+    if slo_over not in ("concurrency", "rate", "sessions"):
+        raise UsageError(f"--slo-over is concurrency, rate or sessions, got {slo_over!r}")
     if fixed_output not in ("ignore_eos", "min_tokens", "off"):
         raise UsageError(f"--fixed-output is ignore_eos, min_tokens or off, got {fixed_output!r}")
     if sweep and rate_sweep:
@@ -155,6 +180,11 @@ def bench(
     if slo:
         parse_slo(slo, slo_attainment)  # refused here, before any server is asked
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")  # refused before any server is asked
+    if trace is not None:  # the trace alone, unless scenarios were named beside it
+        scenarios = [*([] if scenario == ["seed-000"] else scenarios), trace_scenario(trace, trace_speed)]
+    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
+    if slo_over == "sessions" and not all(s.sessions for s in scenarios):
+        raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests or DEFAULT_REQUESTS,
@@ -183,6 +213,11 @@ def bench(
         "rate_sweep": rate_sweep,
         "slo": slo,
         "slo_over": slo_over,
+        "sessions": sessions,
+        "turns": turns,
+        "think_time": think_time,
+        "trace": None if trace is None else str(trace),
+        "trace_speed": trace_speed,
         "workers": workers,
         "goodput": goodput,
         "confirm": confirm,

@@ -46,7 +46,8 @@ class ExportedRecord(BaseModel):
     error_detail: str | None
     labels: dict[str, str | int | float] = Field(
         default_factory=dict,
-        description="where the request belongs: step, level, rate, phase, condition, suite, item, repeat, turn",
+        description="where the request belongs: step, level, rate, phase, condition, suite, item, repeat, turn, "
+        "session",
     )
 
 

@@ -38,7 +38,8 @@ class Labels:
     suite: str | None = None  # eval
     item: str | None = None
     repeat: int | None = None
-    turn: int | None = None  # a multi-turn item's turn, from 1
+    turn: int | None = None  # a multi-turn item's turn, from 1 (a session's too)
+    session: int | None = None  # a session workload's session, from 0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None and v != ""}

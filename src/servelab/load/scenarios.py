@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servelab.core.errors import UsageError
 from servelab.core.known_keys import nearest, refuse_unknown
@@ -18,6 +18,11 @@ SPEC_KEYS = ("base", "description", "system", "history", "user", "max_tokens", "
 BASED_KEYS = ("base", "description", "max_tokens", "concurrency")
 CACHE_MODES = ("cold", "cold-then-warm")
 DATA_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
+
+if TYPE_CHECKING:
+    from servelab.load.sessions.spec import SessionSpec
+    from servelab.load.sessions.trace import Trace
+
 SEED_000 = ("code-chat", "character-chat", "studio-enhance", "concurrent-4")
 FILLER_WORDS = (
     "module",
@@ -63,6 +68,8 @@ class Scenario:
     synthetic: Synthetic | None = None  # N tokens in, M out (fixed or drawn per request)
     tokens_per_line: float = 12.0  # of the filler text, as the target counts it (measured before a synthetic run)
     notes: tuple[str, ...] = ()  # what reading the data left out (lines skipped)
+    sessions: SessionSpec | None = None  # a session workload: turns over a growing history (load.sessions)
+    trace: Trace | None = None  # a trace replayed at its own times, its prefix sharing kept (load.sessions.trace)
 
     def messages(self, request_index: int, nonce: str) -> list[dict[str, str]]:
         """The chat for one request; ``nonce`` heads the system prompt so the prefix cache cannot hit."""
@@ -115,7 +122,13 @@ def _builtin() -> dict[str, dict[str, Any]]:
 
 
 def scenario_names() -> list[str]:
-    return list(_builtin())
+    return list(_builtin()) + session_names()
+
+
+def session_names() -> list[str]:
+    from servelab.load.sessions.spec import preset_names
+
+    return preset_names()
 
 
 def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]]) -> Scenario:
@@ -143,10 +156,15 @@ def _from_dict(name: str, raw: dict[str, Any], table: dict[str, dict[str, Any]])
 
 
 def load_scenario(spec: str, on_bad: OnBad = "stop") -> Scenario:
-    """A built-in name, ``synthetic:IN:OUT``, or a file of your traffic (JSONL, OpenAI messages, ShareGPT)."""
+    """A built-in name, ``synthetic:IN:OUT``, a session preset or spec (``.toml``), or a file of your traffic
+    (JSONL, OpenAI messages, ShareGPT)."""
+    from servelab.load.sessions.scenario import session_scenario  # the sessions package imports this module
+
     table = _builtin()
     if spec in table:
         return _from_dict(spec, table[spec], table)
+    if (sessions := session_scenario(spec)) is not None:
+        return sessions
     if spec.startswith("synthetic:"):
         synthetic = parse_synthetic(spec)
         return Scenario(name=spec, description=f"{spec} tokens in:out", synthetic=synthetic)
@@ -165,7 +183,11 @@ def _not_a_scenario(spec: str, path: Path, names: list[str]) -> UsageError:
         return UsageError(f"file not found: {spec}", hint="a .jsonl / ShareGPT file of prompts, by its path")
     guess = nearest(spec, [*names, "seed-000"])
     said = f"unknown scenario {spec!r}" + (f"; did you mean {guess!r}?" if guess else "")
-    return UsageError(said, hint=f"built in: {', '.join(names)}; synthetic:IN:OUT; or a .jsonl / ShareGPT file")
+    return UsageError(
+        said,
+        hint=f"built in: {', '.join(names)}; sessions: {', '.join(session_names())}; synthetic:IN:OUT; "
+        "a session spec (.toml); or a .jsonl / ShareGPT file of prompts",
+    )
 
 
 def expand(specs: list[str], on_bad: OnBad = "stop") -> list[Scenario]:

@@ -31,6 +31,7 @@ from servelab.core.results.eval import (
     TargetEval,
 )
 from servelab.core.results.plan import PlanFigures, PlanRun
+from servelab.core.results.sessions import SessionFigures, SessionOutcome, TurnFigures
 from servelab.core.results.stored import VERSIONS, AnyResult, load_result, save_result
 
 __all__ = [
@@ -67,10 +68,13 @@ __all__ = [
     "Row",
     "RunResult",
     "Scalar",
+    "SessionFigures",
+    "SessionOutcome",
     "SloSearch",
     "Status",
     "Step",
     "TargetEval",
+    "TurnFigures",
     "load_result",
     "save_result",
 ]

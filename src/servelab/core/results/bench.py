@@ -9,6 +9,7 @@ from pydantic import Field
 from servelab.core.failures import failure_text
 from servelab.core.records import Labels
 from servelab.core.results.base import Model, RunResult, Scalar
+from servelab.core.results.sessions import SessionFigures
 from servelab.core.stats import Interval
 from servelab.core.summary import Summary
 
@@ -72,6 +73,7 @@ class Step(Model):
     bottleneck: Bottleneck | None = None
     no_verdict: str | None = None  # why no side is named: no request succeeded, or it never had its concurrency
     goodput: Goodput | None = None
+    sessions: SessionFigures | None = None  # a session workload's per-turn and per-session figures
 
 
 class Cell(Model):
@@ -104,7 +106,7 @@ class EngineMetrics(Model):
 
 
 class SloSearch(Model):
-    over: Literal["concurrency", "rate"] = "concurrency"
+    over: Literal["concurrency", "rate", "sessions"] = "concurrency"
     best: float | None  # the highest level within the SLO; None when even the lowest missed it
     tried: list[tuple[float, float, bool]]  # level, attainment, met
     slo: dict[str, float | None]  # ttft_ms, tpot_ms, e2e_ms, attainment

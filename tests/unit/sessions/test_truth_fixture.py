@@ -1,0 +1,148 @@
+"""Session workloads against the prefix-cache truth fixture (servelab.testing.cache_sim: a cache of known capacity
+with LRU eviction, TTFT a known function of the uncached tokens): each later turn finds the previous prompt and the
+reply the model streamed in the cache, to the block; the per-turn figures are those of the records; the capacity
+search finds the session count the fixture's capacity holds, and no more."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from servelab.bench import Load, parse_slo, run_bench, search_slo
+from servelab.cli import main
+from servelab.core.export import export_run
+from servelab.core.records import RequestRecord
+from servelab.core.store import RunStore
+from servelab.load.runner import CHAT_MARGIN, Target
+from servelab.load.sessions import SessionSpec, of_spec, session_script
+from servelab.load.sessions.run import Texts, start_conversation, turn_prompt
+from servelab.testing.cache_sim import render
+
+BLOCK = 16
+BASE_MS, PER_TOKEN_MS = 2.0, 0.5
+SIM = ["--base-ms", BASE_MS, "--per-token-ms", PER_TOKEN_MS, "--step-ms", 0.5, "--capacity-blocks", 100_000]
+
+
+def _spec(**over: object) -> SessionSpec:
+    raw: dict[str, object] = {"name": "truth", "sessions": 2, "turns": 4, "head_tokens": 800, "turn_tokens": [40, 120],
+                              "output_tokens": [8, 24], "tool_share": 0.5, "summary_tokens": 100}  # fmt: skip
+    return SessionSpec.model_validate(raw | over)
+
+
+def _expected_cached(before: RequestRecord, now: RequestRecord) -> int:
+    """What a cache holding everything serves: the previous prompt and its reply, in whole blocks, never the last
+    prompt token."""
+    assert before.prompt_tokens and before.completion_tokens and now.prompt_tokens
+    common = min(before.prompt_tokens + before.completion_tokens, now.prompt_tokens - 1)
+    return common // BLOCK * BLOCK
+
+
+@pytest.mark.parametrize("cache_sim", [SIM], indirect=True)
+def test_later_turns_find_the_history_and_the_streamed_reply_in_the_cache(cache_sim: Target, tmp_path: Path) -> None:
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result = run_bench(db, [cache_sim], [of_spec(_spec())], Load(warmup=1))
+        exported = export_run(db, result.run_id)
+    turns = sorted(result.records, key=lambda r: (r.labels.session, r.labels.turn))
+    assert [(r.labels.session, r.labels.turn) for r in turns] == [(s, t) for s in (0, 1) for t in (1, 2, 3, 4)]
+    assert all(r.ok for r in turns)
+    for before, now in itertools.pairwise(turns):
+        if now.labels.session != before.labels.session:
+            assert now.cached_tokens == 0  # a session's own head: nothing of another's
+            continue
+        assert now.cached_tokens == _expected_cached(before, now)
+        uncached = (now.prompt_tokens or 0) - (now.cached_tokens or 0)
+        assert (now.first_token_ns or 0) - (now.sent_ns or 0) >= (BASE_MS + PER_TOKEN_MS * uncached) * 1e6
+    figures = result.stored.steps[0].sessions
+    assert figures is not None and (figures.sessions, figures.turns, figures.ok) == (2, 8, 8)
+    for row in figures.per_turn:
+        mine = [r for r in turns if r.labels.turn == row.turn]
+        assert row.cached_tokens_p50 == median(r.cached_tokens or 0 for r in mine)
+        assert row.prompt_tokens_p50 == median(r.prompt_tokens or 0 for r in mine)
+    cached, prompt = sum(r.cached_tokens or 0 for r in turns), sum(r.prompt_tokens or 0 for r in turns)
+    assert figures.hit_share == pytest.approx(cached / prompt)
+    assert figures.later_turn_ttft_ms_p50 is not None and figures.first_turn_ttft_ms_p50 is not None
+    assert figures.later_turn_ttft_ms_p50 < figures.first_turn_ttft_ms_p50  # 800 tokens cold, tens warm
+    assert [o.turns for o in figures.per_session] == [4, 4] and figures.duration_s_p50
+    assert figures.engine["preemptions"] == 0
+    records = exported["records"]
+    assert {(r["labels"]["session"], r["labels"]["turn"]) for r in records} == {(s, t) for s in (0, 1) for t in
+                                                                                  range(1, 5)}  # fmt: skip
+    assert [r["cached_tokens"] for r in records] == [r.cached_tokens for r in result.records]
+    assert exported["result"]["steps"][0]["sessions"]["turns"] == 8
+
+
+def _blocks_per_session(spec: SessionSpec) -> int:
+    """A session's blocks at its end, by the fixture's own tokenizer (filler lines are 8 words)."""
+    texts, script = Texts(spec.name, 8), session_script(spec, 0)
+    talk, last = start_conversation(spec, script, texts, 8192, "n"), 0
+    for turn in script.turns:
+        prompt = turn_prompt(talk, texts, turn)
+        last = len(render(prompt.messages)) + turn.output_tokens
+        talk.answered(" ".join(["tok"] * turn.output_tokens), [], None, turn.output_tokens)
+    return last // BLOCK
+
+
+HOLDS = 3
+SEARCH_SPEC = _spec(turn_tokens=16, output_tokens=8, tool_share=0.0, think_time_s=0.1)
+CAPACITY = HOLDS * _blocks_per_session(SEARCH_SPEC) + 4
+
+
+@pytest.mark.parametrize(
+    "cache_sim", [["--base-ms", 2, "--per-token-ms", 0.25, "--step-ms", 0.5, "--capacity-blocks", CAPACITY]],
+    indirect=True,
+)  # fmt: skip
+def test_the_capacity_search_finds_the_sessions_the_cache_holds(cache_sim: Target, tmp_path: Path) -> None:
+    """Three sessions fit the cache: their later turns hit (about 10 ms), their first miss (about 200 ms, a quarter
+    of the turns). With a fourth, the blocks of the session whose answer came first are the least recently used when
+    the others' answers come in the think time after it: its next turn misses (LRU evicts a session's head first)."""
+    slo = parse_slo("ttft=100ms", attainment=0.75)
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result, found = search_slo(db, [cache_sim], of_spec(SEARCH_SPEC), Load(warmup=0), slo, limit=8, over="sessions")
+    assert found["sim"].best == HOLDS
+    tried = {level: ok for level, _, ok in found["sim"].tried}
+    assert tried[HOLDS] and not tried[HOLDS + 1]
+    assert result.stored.slo["sim"].over == "sessions"
+    thrashed = next(s.sessions for s in result.stored.steps if s.labels.level == HOLDS + 1)
+    held = next(s.sessions for s in result.stored.steps if s.labels.level == HOLDS)
+    assert thrashed is not None and held is not None and thrashed.hit_share is not None
+    assert held.hit_share is not None and thrashed.hit_share < held.hit_share
+    later = {name: [t.hit_share or 0.0 for t in got.per_turn if t.turn > 1] for name, got in
+             (("held", held), ("thrashed", thrashed))}  # fmt: skip
+    assert min(later["held"]) > 0.9 > min(later["thrashed"])
+
+
+@pytest.mark.parametrize("cache_sim", [[*SIM, "--context", 2048]], indirect=True)
+def test_the_command_line_runs_a_preset_fitted_to_a_short_context(
+    cache_sim: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bench", "--target", f"sim={cache_sim.url}", "--scenario", "agentic-coding", "--sessions", "2",
+            "--turns", "6", "--think-time", "0", "--store", str(tmp_path / "s.sqlite"), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("scaled by" in w and "sim's 2,048" in w for w in out["warnings"])
+    figures = out["steps"][0]["sessions"]
+    assert figures["turns"] == 12 and figures["ok"] == 12
+    with RunStore(tmp_path / "s.sqlite") as db:
+        records = export_run(db, out["run_id"])["records"]
+    sent = [r for r in records if r["labels"].get("turn")]
+    assert len(sent) == 12 and all(r["prompt_tokens"] + r["completion_tokens"] + CHAT_MARGIN <= 2048 for r in sent)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--scenario", "code-chat", "--sessions", "2"], "need a session scenario"),
+        (["--scenario", "code-chat", "--slo", "ttft=1s", "--slo-over", "sessions"], "session scenarios only"),
+        (["--scenario", "agentic-coding", "--think-time", "soon"], "--think-time wants"),
+    ],
+)
+def test_bad_session_options_are_said_before_any_server_is_asked(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--target", "x=http://127.0.0.1:9", *argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
