@@ -13,6 +13,7 @@ from servelab.plan import llamacpp_terms
 from servelab.plan.calibrate import Comparison, Reported
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
+from servelab.plan.defaults import defaults_note, with_defaults
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.engines import (
     LLAMACPP_UBATCH,
@@ -62,6 +63,8 @@ class PlanRequest:
     hybrid_kv_cache_manager: bool | None = None
     cuda_total_bytes: int | None = None  # the total CUDA reports (vLLM's base), None: from gpu_bytes
     engine_args: EngineArgs | None = None  # the user's own flags, completed on the printed command line
+    defaulted: tuple[str, ...] = ()  # settings that take the engine's default for the card (plan/defaults.py)
+    suggest: bool = False  # with engine_args: write the plan's own values (--max-num-seqs, utilisation) in
 
     @property
     def visible_bytes(self) -> int:
@@ -110,6 +113,7 @@ class Plan:
     command: str
     notes: list[str]
     suggestions: list[str] = field(default_factory=list)  # what would fit, each re-planned (plan/suggest.py)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the engine's defaults the plan took, by setting
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -258,6 +262,7 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     spec = resolved.spec
+    req, defaults = with_defaults(req, spec.max_position)
     too_long = bool(spec.max_position) and req.context > spec.max_position
     if too_long and req.engine.startswith("vllm") and not req.allow_long_context:
         raise UsageError(
@@ -318,7 +323,8 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         active_params=spec.active_params,
         decode=decode_ceiling(resolved, weights, req),
         command=command_line(resolved, req, chosen),
-        notes=_notes(resolved, req, weights),
+        notes=_notes(resolved, req, weights) + ([defaults_note(defaults)] if defaults else []),
+        defaults=defaults,
     )
 
 
@@ -345,6 +351,9 @@ def _judge(
             f"holding {req.concurrency} x {req.context:,} tokens needs gpu_memory_utilization >= "
             f"{util_min:.2f}, but the co-tenants and headroom leave at most {util_max:.2f}"
         )
+    if req.engine.startswith("vllm") and req.seqs_limit < req.concurrency:
+        reasons.append(f"the engine runs at most {req.seqs_limit:,} sequences at once (max_num_seqs), "
+                       f"fewer than {req.concurrency}")  # fmt: skip
     if capacity.max_sequences < req.concurrency:
         reasons.append(
             f"at {chosen:.2f} the KV pool holds {capacity.max_sequences:.2f} sequences of "
