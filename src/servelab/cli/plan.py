@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from servelab.cli._common import JsonOption, console, finite, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, finite, open_store, print_json
+from servelab.cli.plan_speed import show_fit, show_speed
 from servelab.core.errors import UsageError
 from servelab.core.terminal import line, styled
 from servelab.plan import (
@@ -31,6 +33,7 @@ from servelab.plan import (
     resolve_model,
 )
 from servelab.plan.listing import gpus, presets
+from servelab.plan.measured import fit_from_runs
 
 
 def plan(
@@ -86,6 +89,16 @@ def plan(
         help="With --engine-args: write the plan's own --max-num-seqs (the --concurrency) and gpu_memory_utilization "
         "into your command. Without it the plan is of your flags exactly, vLLM's defaults for the rest.",
     ),
+    fit: list[str] = typer.Option(
+        [],
+        "--fit",
+        help="A stored bench or sweep run (id, prefix or 'latest'; RUN:TARGET for one of several) of "
+        "this model on this card: fit the speed constants to its measured steps; repeat.",
+    ),
+    prompt_tokens: int = typer.Option(
+        1024, "--prompt-tokens", min=1, max=1 << 34, help="The prompt whose prefill and queued TTFT are predicted."
+    ),
+    store: Path | None = StoreOption,
     calibrate: str | None = typer.Option(
         None,
         "--calibrate",
@@ -123,6 +136,8 @@ def plan(
         tp=tp,
         enforce_eager=eager,
         cuda_total_bytes=card.cuda_total_bytes if card else None,
+        tflops=card.tflops if card else None,
+        prompt_tokens=prompt_tokens,
     )
     reported = read_reported(calibrate) if calibrate else None
     if engine_args:
@@ -132,15 +147,26 @@ def plan(
         check_side_options([name for name, value in side.items() if value is not None], suggest)
     request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
+    fitted = None
+    if fit:
+        with open_store(store) as db:
+            fitted = fit_from_runs(resolved, request, db, fit)
+        request = replace(request, speed_constants=fitted.constants)
     request, result = plan_model(resolved, request)
     comparison = compare_with(resolved, request, result, reported) if reported else None
     if json_out:
         data = result.to_dict()
+        if fitted:
+            data["fit"] = asdict(fitted)
         if comparison:
             data["calibration"] = asdict(comparison) | {"rules_error_blocks": comparison.rules_error_blocks}
         print_json(data)
     else:
         show_plan(result)
+        if result.speed:
+            show_speed(result.speed)
+        if fitted:
+            show_fit(fitted)
         if comparison:
             show_comparison(comparison, result)
     if not result.fits:
