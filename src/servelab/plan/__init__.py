@@ -6,7 +6,7 @@ from servelab.plan.config import spec_from_config
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
 from servelab.plan.gpus import GPUS, gpu, parse_alongside, parse_size, parse_tokens
 from servelab.plan.quant import GIB, QUANTS
-from servelab.plan.request import engine_request, with_engine_args
+from servelab.plan.request import check_side_options, engine_request, with_engine_args
 from servelab.plan.resolve import preset_names, resolve_model
 from servelab.plan.spec import CacheLayer, ModelSpec, UnknownArchitecture
 from servelab.plan.suggest import DEFAULT_CONTEXT, plan_model
@@ -26,6 +26,7 @@ __all__ = [
     "UnknownArchitecture",
     "VllmOptions",
     "check_engine",
+    "check_side_options",
     "compare_with",
     "engine_request",
     "gpu",
