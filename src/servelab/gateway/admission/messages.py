@@ -99,10 +99,10 @@ def _part(part: Any) -> dict[str, Any] | None:
     if not isinstance(part, dict):
         raise Uncountable("a content part is neither a string nor an object")
     kind = part.get("type")
-    if not isinstance(kind, str) or "uuid" in part or not MEDIA_KEYS.isdisjoint(part):
-        raise Uncountable(
-            "a content part with a non-string type, a uuid or a media key: the engine may take it as media"
-        )
+    if not isinstance(kind, str) or "uuid" in part:
+        raise Uncountable("a content part whose type is not a string, or with a uuid: the engine reads its keys")
+    if media := MEDIA_KEYS.intersection(part):
+        raise Uncountable(f"a content part with {sorted(media)[0]!r} (media): its tokens are not known")
     if kind == "tool_reference":
         return {"type": "tool_reference", "name": _text(part.get("name"))}
     if kind not in TEXT_KEYS:
