@@ -58,10 +58,19 @@ def classify(exit_code: int | None, tail: Sequence[str], timed_out: bool = False
 def _by_log(lines: Sequence[str]) -> tuple[FailureKind | None, str]:
     """The first class whose pattern a line of the tail matches, latest line first within a class."""
     for kind, pattern in (("out of memory", _OOM), ("flag refused", _REFUSED)):
-        for line in reversed(lines):
+        for i in range(len(lines) - 1, -1, -1):
+            line = lines[i]
             if pattern.search(line) and not _NOISE.match(line) and not _WARNING.search(line):
-                return kind, line  # type: ignore[return-value]
+                return kind, line + _fields(lines, i)  # type: ignore[return-value]
     return None, ""
+
+
+def _fields(lines: Sequence[str], i: int) -> str:
+    """A pydantic ValidationError's first field and its message (the two lines after it), which say what was
+    refused."""
+    if "validation error" not in lines[i] or i + 2 >= len(lines):
+        return ""
+    return f": {lines[i + 1].strip()}: {lines[i + 2].strip()}"
 
 
 def _last_error(lines: Sequence[str]) -> str:
