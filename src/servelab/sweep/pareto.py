@@ -4,8 +4,9 @@ the SLO within the co-tenants' memory.
 A candidate is one measured step of one point: its median per-stream tok/s (per user) and its aggregate tok/s over
 the GPUs the point uses (``--tensor-parallel-size``/``-tp``; 1 otherwise). The Pareto front is every candidate no
 other beats on both, the rule kept by construction: none on the front is dominated, and every candidate off it is
-dominated by one on it. The best under the SLO is the front's highest tok/s per GPU among the candidates whose share
-of requests within the SLO reaches its attainment and whose plan fits beside the co-tenants (a point the plan
+dominated by one on it. The best under the SLO is the highest tok/s per GPU among the candidates whose share of
+requests within the SLO reaches its attainment and whose plan fits beside the co-tenants (it need not be on the
+front: a faster step that misses the SLO can dominate it) (a point the plan
 refused but that ran with ``--try-all`` is not named best: it does not leave the co-tenants their memory).
 """
 
