@@ -49,7 +49,7 @@ def test_check_runs_every_step_and_writes_a_report(
     assert max(c.in_flight_max for c in four.clients) == 4  # the step held its concurrency
     for step in bench.steps:  # a step too short to judge says so, and blames no side
         assert step.no_verdict is None or step.bottleneck is None, step.scenario
-    shares = [float(m) for m in re.findall(r"(\d+(?:\.\d+)?)%", " ".join(printed.split()))]
+    shares = [float(m) for m in re.findall(r"(?<![+\-\d.])(\d+(?:\.\d+)?)%", " ".join(printed.split()))]
     assert all(share <= 100 for share in shares), shares  # no share printed above all
     html = report.read_text()
     for run in runs.values():

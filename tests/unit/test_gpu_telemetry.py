@@ -72,12 +72,14 @@ def test_no_nvml_records_nothing_and_says_so_once(monkeypatch: pytest.MonkeyPatc
     assert first.telemetry.summary(100)["joules_per_output_token"] is None
 
 
-def test_nvml_with_no_gpu_says_why() -> None:
+def test_nvml_with_no_gpu_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     class NoDriver(FakeNvml):
         def nvmlInit(self) -> None:
             raise RuntimeError("NVML Shared Library Not Found")
 
-    assert "NVML found no GPU" in str(GpuSampler(nvml=NoDriver([0])).start() or "said before")
+    monkeypatch.setattr(gpu_telemetry, "_SAID", set())  # whatever an earlier test of this process said
+    assert "NVML found no GPU" in str(GpuSampler(nvml=NoDriver([0])).start())
+    assert GpuSampler(nvml=NoDriver([0])).start() is None  # said once a process
     empty = GpuSampler(nvml=FakeNvml([0], devices=0))
     empty.start()
     assert empty.stop().none_because == "GPU telemetry: none recorded: NVML sees no GPU"

@@ -24,16 +24,17 @@ from servelab.plan import (
     check_side_options,
     compare_with,
     engine_request,
+    fit_from_runs,
     gpu,
+    gpus,
     parse_alongside,
     parse_size,
     parse_tokens,
     plan_model,
+    presets,
     read_reported,
     resolve_model,
 )
-from servelab.plan.listing import gpus, presets
-from servelab.plan.measured import fit_from_runs
 
 
 def plan(

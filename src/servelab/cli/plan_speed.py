@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from servelab.cli._common import console
-from servelab.plan.fit import Fit
-from servelab.plan.speed import SpeedPrediction
+from servelab.plan import Fit, SpeedPrediction
 
 
 def _tokens(n: int) -> str:

@@ -101,7 +101,7 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
              headroom: str, try_all: bool, port: int | None, start_timeout: float | None) -> SweepOptions:  # fmt: skip
     from servelab.bench import parse_slo
     from servelab.plan import gpu
-    from servelab.sweep.grid import Grid
+    from servelab.sweep import Grid
 
     spec = read_spec(spec_path) if spec_path else None
     made = make_grid(grid, point)

@@ -17,8 +17,16 @@ from dataclasses import dataclass, field, replace
 
 from servelab.core.errors import ServelabError
 from servelab.core.results.sweep import PointPlan
-from servelab.plan import GIB, PlanRequest, gpu, parse_engine_args, plan_model, resolve_model, with_engine_args
-from servelab.plan.resolve import Resolved
+from servelab.plan import (
+    GIB,
+    PlanRequest,
+    Resolved,
+    gpu,
+    parse_engine_args,
+    plan_model,
+    resolve_model,
+    with_engine_args,
+)
 
 LLAMACPP_AUTO_SLOTS = 4  # llama-server's -np -1 (auto)
 LLAMACPP_KV = {"f16": "auto", "bf16": "bf16", "f32": "auto", "q8_0": "q8_0", "q4_0": "q4_0"}
