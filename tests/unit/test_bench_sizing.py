@@ -44,6 +44,8 @@ def test_a_step_that_never_had_its_streams_in_flight_gets_no_verdict() -> None:
     assert said is not None and "never had its 4 streams in flight (at most 3, over 3 requests)" in said
     assert f"at least {HOLD_WAVES * 4} requests" in said
     assert no_verdict(three, 3) is None and no_verdict(three[:1], 1) is None  # reached: judged
+    one_at_a_time = [_record(i, 2 * i, 2 * i + 1) for i in range(HOLD_WAVES * 4)]  # long enough, never two at once
+    assert no_verdict(one_at_a_time, 4) is None  # judged: what kept the streams empty is the verdict's question
 
 
 @given(st.lists(st.tuples(st.integers(0, 1000), st.integers(1, 1000)), min_size=1, max_size=40))

@@ -58,14 +58,16 @@ def max_in_flight(records: Sequence[RequestRecord]) -> int:
 
 def no_verdict(records: Sequence[RequestRecord], concurrency: int | None) -> str | None:
     """Why a step's records cannot say what limited it, or None when they can: no verdict for a step with no
-    successful request (no load ran to be limited) or a closed loop that never had its ``concurrency`` in flight
-    (what it measured was not that load)."""
+    successful request (no load ran to be limited) or a closed loop too short to hold its ``concurrency`` (fewer
+    requests than :func:`hold_requests`) that never had it in flight (what it measured was not that load). A step
+    long enough that still never had its streams in flight is judged: what kept them empty (a starved client, say)
+    is the verdict's question."""
     if not records:
         return "no verdict: nothing was measured"
     if not any(r.ok for r in records):
         return f"no verdict: none of its {len(records)} requests succeeded, so no load ran to be limited"
     most = max_in_flight(records)
-    if concurrency is not None and concurrency > 1 and most < concurrency:
+    if concurrency is not None and concurrency > 1 and most < concurrency and len(records) < hold_requests(concurrency):
         return (
             f"no verdict: it never had its {concurrency} streams in flight (at most {most}, over {len(records)} "
             f"requests): too short to judge; at least {hold_requests(concurrency)} requests hold them (--requests)"
