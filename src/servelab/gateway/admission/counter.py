@@ -42,9 +42,10 @@ class TokenCounter:
 
     def __init__(self, tokenizer: Any, template: ChatTemplate | None) -> None:
         self.tokenizer, self.template = tokenizer, template
-        self.byte_bound = _is_byte_level(tokenizer)
+        spec = _spec(tokenizer)  # the tokenizer's JSON, read once
+        self.byte_bound = _is_byte_level(spec)
         # what the post-processor adds, and a prefix space: tokens a text of no bytes can still make
-        self.added = len(tokenizer.encode("", add_special_tokens=True).ids) + _prefix_space(tokenizer)
+        self.added = len(tokenizer.encode("", add_special_tokens=True).ids) + _prefix_space(spec)
         self.longest = _longest_token_bytes(tokenizer) if self.byte_bound else 1
         self.plain = self.byte_bound and tokenizer.normalizer is None  # bytes of the text are bytes of what is split
         self.developer_role = template is not None and (
@@ -145,20 +146,20 @@ class TokenCounter:
 SPLITTERS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit"})  # cut, never add
 
 
-def _is_byte_level(tokenizer: Any) -> bool:
+def _is_byte_level(spec: dict[str, Any]) -> bool:
     """Every token covers at least one byte of the text: a BPE model behind exactly one ByteLevel pre-tokenizer,
     alone or after pre-tokenizers that only cut the text (a Metaspace, say, writes a 3-byte symbol for a space: not
     byte level), which maps each byte of the text to one symbol."""
-    pre = _spec(tokenizer).get("pre_tokenizer") or {}
+    pre = spec.get("pre_tokenizer") or {}
     inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     kinds = [p.get("type") if isinstance(p, dict) else None for p in inner]
     byte_level = kinds.count("ByteLevel") == 1 and all(k in SPLITTERS or k == "ByteLevel" for k in kinds)
-    return _spec(tokenizer).get("model", {}).get("type") == "BPE" and byte_level
+    return spec.get("model", {}).get("type") == "BPE" and byte_level
 
 
-def _prefix_space(tokenizer: Any) -> int:
+def _prefix_space(spec: dict[str, Any]) -> int:
     """The byte a ByteLevel pre-tokenizer adds in front of a text (``add_prefix_space``), else 0."""
-    pre = _spec(tokenizer).get("pre_tokenizer") or {}
+    pre = spec.get("pre_tokenizer") or {}
     inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
     return int(any(isinstance(p, dict) and p.get("type") == "ByteLevel" and p.get("add_prefix_space") for p in inner))
 
