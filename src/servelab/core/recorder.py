@@ -24,7 +24,7 @@ class RunRecorder:
         manifest: dict[str, Any],
         on_record: Callable[[RequestRecord], None] | None = None,
     ) -> None:
-        self.store, self.on_record = store, on_record
+        self.store, self.on_record, self.manifest = store, on_record, manifest
         self.run_id = store.create_run(kind, manifest)
         self.finished: str | None = None
         self.current: RunResult | None = None
@@ -34,6 +34,11 @@ class RunRecorder:
         self.store.add_record(self.run_id, record)
         if self.on_record is not None:
             self.on_record(record)
+
+    def note(self, key: str, name: str, value: Any) -> None:
+        """``manifest[key][name] = value``, stored at once (what a step learnt of the run's setting)."""
+        self.manifest.setdefault(key, {})[name] = value
+        self.store.set_manifest(self.run_id, self.manifest)
 
     def summary(self, name: str, data: dict[str, Any]) -> None:
         """Raw material kept beside the result (an eval's items, so it can be graded again)."""
