@@ -78,5 +78,7 @@ class LoadActor:
             self._started().set_result(start_ns)
 
     async def collect(self) -> list[tuple[Any, ...]]:
-        out, self.outbox = self.outbox, []
+        """The messages since the last collect (the list is emptied in place: the worker loop appends to it)."""
+        out = list(self.outbox)
+        self.outbox.clear()
         return out

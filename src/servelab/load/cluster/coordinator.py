@@ -118,10 +118,10 @@ async def run_on_ray(
 
 
 def _cluster(ray: ModuleType) -> tuple[int, int]:
-    """Alive nodes with a CPU, and the CPUs free for load actors."""
+    """Alive nodes with a CPU, and their CPUs (all of them: a placement group waits for those still held, as by the
+    actors of a step just ended, whose release reaches the nodes a moment later)."""
     alive = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
-    free = ray.available_resources().get("CPU", 0)
-    return len(alive), int(free)
+    return len(alive), int(sum(n["Resources"]["CPU"] for n in alive))
 
 
 def _jobs(target: Target, scenario: Scenario, load: Load, labels: Labels, count: int) -> list[Job]:
