@@ -9,6 +9,7 @@ notices a lost node within about 2 s (health checks every 0.5 s, 4 missed), not 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import servelab
 from servelab.testing.net import free_port
@@ -78,8 +80,7 @@ class LocalRayCluster:
 
     def node_ids(self) -> dict[str, str]:
         """Resource name -> Ray's node id, for the nodes alive (asked of the cluster by this process's driver)."""
-        import ray
-
+        ray: Any = importlib.import_module("ray")
         alive = [n for n in ray.nodes() if n.get("Alive")]
         out = {}
         for node in self.nodes:
