@@ -7,8 +7,8 @@ exchange with the shortest round trip is kept (the tightest bound). A reading ``
 the coordinator's clock.
 
 Records are mapped with the offset of the start; the bursts during the run say how far the offset moved since
-(clock drift, or a host whose clock was stepped): the mapping's error bound is the start's bound plus the largest
-move seen beyond the two bursts' own bounds. Intervals inside one record (TTFT, ITL, TPOT, end-to-end) come from one
+(clock drift): the mapping's error bound covers each of them too (a later burst's distance from the start's offset
+plus its own bound). Intervals inside one record (TTFT, ITL, TPOT, end-to-end) come from one
 host's clock and need no mapping; only figures across records from several hosts do (:func:`unaligned`).
 """
 
@@ -68,14 +68,14 @@ class ClockMap:
 
     @property
     def drift_ns(self) -> int:
-        """How far the offset moved since the start beyond what the two bursts' bounds allow (0 when within)."""
-        moved = [abs(e.offset_ns - self.offset_ns) - e.bound_ns - self.start.bound_ns for e in self.later]
-        return max([0, *moved])
+        """How far the later bursts' offsets moved from the start's (0 without a later burst)."""
+        return max([0, *(abs(e.offset_ns - self.offset_ns) for e in self.later)])
 
     @property
     def bound_ns(self) -> int:
-        """The error bound of a mapped reading: the start's bound plus any drift seen."""
-        return self.start.bound_ns + self.drift_ns
+        """The error bound of a reading mapped with the start's offset, at any time of the run so far: the start's
+        bound, or a later burst's distance from the start's offset plus that burst's own bound, whichever is more."""
+        return max([self.start.bound_ns, *(abs(e.offset_ns - self.offset_ns) + e.bound_ns for e in self.later)])
 
     def to_coordinator(self, reading: int) -> int:
         return reading - self.offset_ns
