@@ -30,7 +30,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, load_result
 from servelab.core.store import RunStore
 from servelab.load import Target
-from servelab.load.cluster import disconnect, run_on_ray
+from servelab.load.cluster import connect, disconnect, run_on_ray
 from servelab.load.scenarios import load_scenario
 from servelab.testing.ray_cluster import LocalRayCluster, kill_when, local_ray_cluster
 
@@ -42,6 +42,7 @@ CHUNKS, ITL_MS = 20, 20.0
 def cluster() -> Iterator[LocalRayCluster]:
     with local_ray_cluster(("head", "second")) as running:
         try:
+            connect(running.address)  # this process's driver, as `bench --ray` connects (node_ids asks through it)
             yield running
         finally:
             disconnect()  # this process's driver leaves before the nodes stop
@@ -156,6 +157,7 @@ def test_a_node_killed_mid_run_is_named_with_what_it_lost(cluster: LocalRayClust
     dead = [c for c in result.clients if c.died]
     assert len(result.clients) == 2 and len(dead) == 1
     assert dead[0].node is not None and ids["second"][:8] in dead[0].node
+    print(next(w for w in result.warnings if "died" in w))
     alive = next(c for c in result.clients if not c.died)
     assert alive.requests == 20  # its whole share
     assert any(f"on {dead[0].node} died" in w for w in result.warnings)
