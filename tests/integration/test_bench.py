@@ -105,10 +105,10 @@ def test_slo_search_over_rate_runs_open_loop_steps(engine: EngineState, store: R
     assert search.over == "rate" and search.best == 2.0
     assert [t[0] for t in search.tried] == [0.5, 1.0, 2.0]
     at_two = [r for r in result.records if r.scenario == "code-chat@r2"]
-    assert len(at_two) == 8  # at least 4 seconds of arrivals at each rate
+    assert len(at_two) >= 8  # at least 4 seconds of arrivals at each rate (more where the attainment needs them)
     due = sorted(r.scheduled_ns for r in at_two if r.scheduled_ns is not None)
     gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(due)]
-    assert len(due) == 8 and all(abs(g - 500) < 1 for g in gaps_ms)  # scheduled on the constant 2 req/s clock
+    assert len(due) == len(at_two) and all(abs(g - 500) < 1 for g in gaps_ms)  # on the constant 2 req/s clock
     stored = load_result(store, store.get_run(result.run_id))
     assert isinstance(stored, BenchRun) and stored.slo["embedded"].over == "rate"
     assert {r.labels.rate for r in at_two} == {2.0} and {r.labels.level for r in at_two} == {None}

@@ -3,6 +3,7 @@ dies mid-bench still gives a report that says what failed."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from servelab.bench import resolve_targets
 from servelab.check.full import CheckOptions, failure_notes, report_runs, run_check
 from servelab.cli import main
-from servelab.core.results import CheckRun, load_result
+from servelab.core.results import BenchRun, CheckRun, load_result
 from servelab.core.store import RunStore
 from servelab.engines.embedded import EmbeddedEngine, EngineState
 from servelab.report import write_report
@@ -41,6 +42,15 @@ def test_check_runs_every_step_and_writes_a_report(
     assert "The steps of the check" in printed and check.steps[0].verdicts[0] in " ".join(printed.split())
     assert all(r.status == "complete" for r in runs.values())
     assert {r.scenario for r in bench_records} >= {"code-chat", "character-chat", "studio-enhance", "concurrent-4"}
+    with RunStore(store) as db:
+        bench = load_result(db, runs["bench"])
+    assert isinstance(bench, BenchRun)
+    four = next(s for s in bench.steps if s.scenario == "concurrent-4")
+    assert max(c.in_flight_max for c in four.clients) == 4  # the step held its concurrency
+    for step in bench.steps:  # a step too short to judge says so, and blames no side
+        assert step.no_verdict is None or step.bottleneck is None, step.scenario
+    shares = [float(m) for m in re.findall(r"(?<![+\-\d.])(\d+(?:\.\d+)?)%", " ".join(printed.split()))]
+    assert all(share <= 100 for share in shares), shares  # no share printed above all
     html = report.read_text()
     for run in runs.values():
         assert f'id="run-{run.run_id}"' in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,10 @@ def test_eval_command_prints_the_table_and_json(
     text = capsys.readouterr().out
     assert "eval " in text and "Wilson" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("small: "))
-    counts = [int(n) for n in line.split(":")[1].replace(",", " ").split() if n.isdigit()]
-    assert len(counts) == 5 and sum(counts) == 6  # every item has exactly one of the five outcomes
+    correct = re.search(r"(\d+)/(\d+) correct", line)
+    others = [int(n) for n in re.findall(r"(\d+) (?:format violations|wrong|errors|timeouts)", line)]
+    assert correct is not None and int(correct.group(2)) == 6
+    assert int(correct.group(1)) + sum(others) == 6  # every item has exactly one of the five outcomes
     assert main(["eval", "--regrade", "latest", "--store", store, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["targets"]["small"]["all"]["n"] == 6

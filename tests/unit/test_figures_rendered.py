@@ -32,6 +32,7 @@ from servelab.core.results import (
 )
 from servelab.core.stats import wilson_interval
 from servelab.core.summary import summarize
+from servelab.report.answers import layers
 from servelab.report.bench_view import bench
 from servelab.report.coexist_view import coexist_section
 from servelab.report.eval_view import eval_section
@@ -165,6 +166,8 @@ def test_a_coexist_run_renders_no_share_above_all_and_no_unsupported_percentile(
     out = Section("r", "coexist", "coexist", "complete", {})
     coexist_section(out, result)
     _no_share_above_all(_text(out))
+    answer = layers(result)  # the report's first screen says the same shares
+    _no_share_above_all("\n".join(" ".join(row) for row in answer.rows))
     probe_table = out.tables[0]
     for c, row in zip(result.conditions, probe_table.rows, strict=True):
         n = c.samples["interval"]

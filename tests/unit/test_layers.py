@@ -1,4 +1,4 @@
-"""The import direction, enforced: cli -> check -> report -> capabilities -> load -> engines -> core. A
+"""The import direction, enforced: cli -> check -> report -> sweep -> capabilities -> load -> engines -> core. A
 capability never imports another capability, nor anything above it; a layer above reaches a capability (or the
 report, or check) only through its package's public names (``from servelab.coexist import X``), never its
 modules. Every import counts, those inside functions too."""
@@ -18,12 +18,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "engines": {"core", "engines", "_version"},
     "load": {"core", "engines", "load", "_version"},
     **{c: LIBRARIES | {c} for c in CAPABILITIES},
-    "report": LIBRARIES | CAPABILITIES | {"report"},
-    "check": LIBRARIES | CAPABILITIES | {"report", "check"},
-    "cli": LIBRARIES | CAPABILITIES | {"report", "check", "cli"},
+    "sweep": LIBRARIES | CAPABILITIES | {"sweep"},  # starts engines and runs bench and plan on each point
+    "report": LIBRARIES | CAPABILITIES | {"sweep", "report"},
+    "check": LIBRARIES | CAPABILITIES | {"sweep", "report", "check"},
+    "cli": LIBRARIES | CAPABILITIES | {"sweep", "report", "check", "cli"},
     "testing": LIBRARIES | {"testing"},  # for tests and benchmarks: nothing in the library imports it
 }
-PUBLIC_ONLY = CAPABILITIES | {"report", "check"}  # reached from outside through the package alone
+PUBLIC_ONLY = CAPABILITIES | {"sweep", "report", "check"}  # reached from outside through the package alone
 
 
 def imports(path: Path) -> list[tuple[int, str]]:

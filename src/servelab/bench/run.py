@@ -23,6 +23,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.results import BenchRun, EngineMetrics, Goodput, Relieved, Row, Scalar, SloSearch, Step
 from servelab.core.store import STATUS_COMPLETE, RunStore
 from servelab.core.summary import active_window_ns, summarize
+from servelab.engines.gpu_telemetry import GpuSampler
 from servelab.engines.local_server import FrontendCpu
 from servelab.engines.manifest import build_manifest
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
@@ -136,6 +137,7 @@ class BenchSession:
         self.stored = self.result.stored = BenchRun(kind="bench-slo" if kind == "bench-slo" else "bench")
         self.samples: dict[str, list[Any]] = {t.name: [] for t in targets}
         self.measured: list[RequestRecord] = []  # every stored record, a step's before it ends too
+        self.gpu = GpuSampler(scrape_interval)  # NVML on the run clock, where a GPU is visible
 
     def _sink(self, record: RequestRecord) -> None:
         self.measured.append(record)
@@ -202,6 +204,8 @@ class BenchSession:
     def running(self) -> Iterator[BenchSession]:
         """The steps inside; at the end (a failure too) the metrics, the side-by-side rows and the status."""
         stopped: BaseException | None = None
+        if said := self.gpu.start():
+            self.result.told.append(said)
         try:
             yield self
         except BaseException as exc:
@@ -216,6 +220,8 @@ class BenchSession:
         self.stored.rows = side_by_side(self.measured)  # a step cut short counts what it measured
         self.stored.warnings = self.result.warnings
         self.recorder.result(self.stored)
+        output = sum(r.completion_tokens or 0 for r in self.measured)
+        self.recorder.summary("bench/gpu", self.gpu.stop().stored(output))  # samples and energy per output token
         if stopped is None:
             self.recorder.finish(STATUS_COMPLETE)
         else:

@@ -11,6 +11,7 @@ from servelab.cli.eval import eval_command
 from servelab.cli.gateway import gateway
 from servelab.cli.help import plain_help
 from servelab.cli.report import report
+from servelab.cli.sweep import sweep
 
 app = typer.Typer(
     name="servelab",
@@ -42,6 +43,7 @@ app.command("eval")(eval_command)
 app.command("gateway")(gateway)
 app.command("coexist")(coexist)
 app.command("report")(report)
+app.command("sweep")(sweep)
 app.add_typer(engine.app, name="engine")
 app.add_typer(runs.app, name="runs")
 plain_help(app)  # last: every command registered above writes its help whole at any width

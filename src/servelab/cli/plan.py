@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from servelab.cli._common import JsonOption, console, finite, print_json
+from servelab.cli._common import JsonOption, StoreOption, console, finite, open_store, print_json
+from servelab.cli.plan_speed import show_fit, show_speed
 from servelab.core.errors import UsageError
 from servelab.core.terminal import line, styled
 from servelab.plan import (
@@ -19,17 +21,20 @@ from servelab.plan import (
     Plan,
     PlanRequest,
     check_engine,
+    check_side_options,
     compare_with,
     engine_request,
+    fit_from_runs,
     gpu,
+    gpus,
     parse_alongside,
     parse_size,
     parse_tokens,
     plan_model,
+    presets,
     read_reported,
     resolve_model,
 )
-from servelab.plan.listing import gpus, presets
 
 
 def plan(
@@ -68,7 +73,9 @@ def plan(
     allow_long: bool = typer.Option(
         False, "--allow-long-context", help="Plan a --context beyond the model's maximum (vLLM needs an override)."
     ),
-    batched_tokens: int = typer.Option(8192, "--max-num-batched-tokens", min=1, help="vLLM's per-step token budget."),
+    batched_tokens: int | None = typer.Option(
+        None, "--max-num-batched-tokens", min=1, help="vLLM's per-step token budget (default: vLLM's for the card)."
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel GPUs (the plan is per GPU)."),
     eager: bool = typer.Option(False, "--enforce-eager", help="vLLM without CUDA graphs (no graph memory)."),
     engine_args: str | None = typer.Option(
@@ -77,6 +84,22 @@ def plan(
         help='Your real engine flags as one quoted string, like "--max-model-len 64k -tp 2 --kv-cache-dtype fp8": '
         "everything that changes memory is read, and the printed command line is yours, completed.",
     ),
+    suggest: bool = typer.Option(
+        False,
+        "--suggest",
+        help="With --engine-args: write the plan's own --max-num-seqs (the --concurrency) and gpu_memory_utilization "
+        "into your command. Without it the plan is of your flags exactly, vLLM's defaults for the rest.",
+    ),
+    fit: list[str] = typer.Option(
+        [],
+        "--fit",
+        help="A stored bench or sweep run (id, prefix or 'latest'; RUN:TARGET for one of several) of "
+        "this model on this card: fit the speed constants to its measured steps; repeat.",
+    ),
+    prompt_tokens: int = typer.Option(
+        1024, "--prompt-tokens", min=1, max=1 << 34, help="The prompt whose prefill and queued TTFT are predicted."
+    ),
+    store: Path | None = StoreOption,
     calibrate: str | None = typer.Option(
         None,
         "--calibrate",
@@ -107,25 +130,44 @@ def plan(
         gpu_memory_utilization=util,
         weights_bytes=parse_size(weights) if weights else None,
         kv_pool_bytes=parse_size(kv_pool) if kv_pool else None,
-        max_num_batched_tokens=batched_tokens,
+        max_num_batched_tokens=batched_tokens or 8192,
+        defaulted=("max_num_batched_tokens",) if batched_tokens is None else (),
         block_size=block_size or (128 if engine == "vllm-cpu" else 16),
         allow_long_context=allow_long,
         tp=tp,
         enforce_eager=eager,
         cuda_total_bytes=card.cuda_total_bytes if card else None,
+        tflops=card.tflops if card else None,
+        prompt_tokens=prompt_tokens,
     )
     reported = read_reported(calibrate) if calibrate else None
-    request = engine_request(request, engine_args, reported)
+    if engine_args:
+        side = {"--context": context, "--gpu-memory-utilization": util, "--max-num-batched-tokens": batched_tokens,
+                "--enforce-eager": eager or None, "--block-size": block_size, "--tp": tp if tp > 1 else None,
+                "--kv-dtype": None if kv_dtype.lower() == "auto" else kv_dtype, "--kv-pool": kv_pool}  # fmt: skip
+        check_side_options([name for name, value in side.items() if value is not None], suggest)
+    request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
+    fitted = None
+    if fit:
+        with open_store(store) as db:
+            fitted = fit_from_runs(resolved, request, db, fit)
+        request = replace(request, speed_constants=fitted.constants)
     request, result = plan_model(resolved, request)
     comparison = compare_with(resolved, request, result, reported) if reported else None
     if json_out:
         data = result.to_dict()
+        if fitted:
+            data["fit"] = asdict(fitted)
         if comparison:
             data["calibration"] = asdict(comparison) | {"rules_error_blocks": comparison.rules_error_blocks}
         print_json(data)
     else:
         show_plan(result)
+        if result.speed:
+            show_speed(result.speed)
+        if fitted:
+            show_fit(fitted)
         if comparison:
             show_comparison(comparison, result)
     if not result.fits:

@@ -26,6 +26,7 @@ from servelab.core.results import CoexistRun, ConditionFigures, Facts, LlmFigure
 from servelab.core.stats import percentiles
 from servelab.core.store import STATUS_COMPLETE, STATUS_FAILED, RunStore
 from servelab.core.summary import prompt_tok_s, streamed_tok_s, summarize, ttft_ms
+from servelab.engines.gpu_telemetry import GpuSampler
 from servelab.engines.manifest import build_manifest
 from servelab.load.runner import Target
 
@@ -140,16 +141,21 @@ def run_coexist(
     targets = {target.name: target.url} if target else {}
     run = RunRecorder(store, "coexist", build_manifest("coexist", args or {}, targets, {"sharing": options.sharing}))
     session = _Session(run, probes, target, options, progress, conditions)
+    gpu = GpuSampler()  # NVML on the run clock, where a GPU is visible
+    if said := gpu.start():
+        session.warnings.append(said)
     try:
         asyncio.run(session.run())
     except Exception as exc:  # keep the measured part, say what broke
         session.failed = describe(exc)
     except BaseException as exc:  # Ctrl-C or a signal: keep what was measured, mark it interrupted, stop
         _keep(run, session.result())
+        run.summary("coexist/gpu", gpu.stop().stored())
         run.fail(exc)
         raise
     result = session.result()
     _keep(run, result)
+    run.summary("coexist/gpu", gpu.stop().stored())
     run.finish(STATUS_FAILED if session.failed else STATUS_COMPLETE, session.failed)
     return result
 

@@ -23,9 +23,15 @@ class RunRecorder:
         kind: str,
         manifest: dict[str, Any],
         on_record: Callable[[RequestRecord], None] | None = None,
+        resume: str | None = None,
     ) -> None:
+        """A new run of ``kind``; with ``resume``, that stored run reopened (running again, what it holds kept)."""
         self.store, self.on_record, self.manifest = store, on_record, manifest
-        self.run_id = store.create_run(kind, manifest)
+        if resume is None:
+            self.run_id = store.create_run(kind, manifest)
+        else:
+            store.reopen_run(resume)
+            self.run_id = resume
         self.finished: str | None = None
         self.current: RunResult | None = None
 

@@ -177,6 +177,13 @@ class RunStore:
             (run_id, kind, version, data),
         )
 
+    def reopen_run(self, run_id: str) -> None:
+        """A run resumed (a sweep after an interrupt): running again, its finish and error cleared, what it stored
+        kept."""
+        self._db.execute(
+            "UPDATE runs SET status = ?, finished_at = NULL, error = NULL WHERE run_id = ?", (STATUS_RUNNING, run_id)
+        )
+
     def finish_run(self, run_id: str, status: str = STATUS_COMPLETE, error: str | None = None) -> None:
         self._db.execute(
             "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",

@@ -193,7 +193,7 @@ class Gateway:
         except BadBody as exc:
             return error(400, str(exc), "invalid_request_error")
         policy = self.config.policy
-        est = await self.admission.figure(request.path, body, len(request.body))
+        est = await self.admission.figure(request.path, body, request.body)
         decision = decide(
             await self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
         )

@@ -6,20 +6,21 @@ Invariant: the figure is never below the engine's own count of the prompt tokens
 - Without a tokenizer in process: the engine's own ``/tokenize`` (method ``engine``), for every prompt of the
   request, times its fan-out.
 - When neither can count it, the request is long: its figure is ``long_figure`` (over the threshold and the
-  whole budget) with method ``uncounted`` and the reason. There is no guess to fall back to."""
+  whole budget) with method ``uncounted`` and the reason; so is a count that fails in any way, and a body holding a
+  number the gateway's parser may have read inexactly (:mod:`.admission.numbers`). There is no guess to fall back to."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from servelab.gateway.admission import CHAT, TokenCounter, Uncountable
 from servelab.gateway.admission.counter import fan_out, prompts
 from servelab.gateway.admission.fields import check_fields
+from servelab.gateway.admission.numbers import check_numbers
 
 IN_THREAD_BYTES = 32 * 1024  # a body this large is counted off the event loop (tokenizers releases the GIL)
 MAX_WAITING = 8  # exact counts queued for the counting thread past this: the request is uncounted (long)
@@ -27,8 +28,7 @@ MAX_WAITING = 8  # exact counts queued for the counting thread past this: the re
 Remote = Callable[[dict[str, Any]], Awaitable[int | None]]  # the engine's count of one chat or one text
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(NamedTuple):
     tokens: int
     method: str  # bound, exact, ids, engine, uncounted
     why: str = ""  # uncounted: the reason
@@ -58,18 +58,22 @@ class Admission:
         except Uncountable:
             return 0
 
-    async def figure(self, path: str, body: dict[str, Any], size: int) -> Estimate:
+    async def figure(self, path: str, body: dict[str, Any], raw: bytes) -> Estimate:
+        """The figure for ``body`` (parsed from ``raw``); a count that fails in any way is uncounted (long)."""
         try:
+            check_numbers(raw, body)
             if self.counter is not None:
-                return await self._in_process(self.counter, path, body, size)
+                return await self._in_process(self.counter, path, body, len(raw))
             return await self._by_engine(path, body)
         except Uncountable as exc:
             return self.uncounted(str(exc))
+        except Exception as exc:  # whatever breaks the count, the request is long: never a 5xx
+            return self.uncounted(f"the count failed: {type(exc).__name__}")
 
     async def _in_process(self, counter: TokenCounter, path: str, body: dict[str, Any], size: int) -> Estimate:
         if size <= IN_THREAD_BYTES:
-            count = counter.count(path, body, self.bound_max, self.long_at)
-            return Estimate(count.tokens, count.method)
+            tokens, method = counter.count(path, body, self.bound_max, self.long_at)
+            return Estimate(tokens, method)
         if self._waiting >= MAX_WAITING:
             raise Uncountable(f"{MAX_WAITING} large prompts are already waiting to be counted")
         self._waiting += 1

@@ -11,8 +11,10 @@ from servelab.core.known_keys import meant
 from servelab.core.results import PlanFigures, PlanRun
 from servelab.plan import llamacpp_terms
 from servelab.plan.calibrate import Comparison, Reported
+from servelab.plan.ceiling import DecodeCeiling, decode_ceiling
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
+from servelab.plan.defaults import defaults_note, with_defaults
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.engines import (
     LLAMACPP_UBATCH,
@@ -27,6 +29,7 @@ from servelab.plan.overhead import EngineShape, Overhead, vllm_overhead
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
 from servelab.plan.spec import RECURRENT
+from servelab.plan.speed import Constants, SpeedPrediction, predict, workload
 from servelab.plan.vllm_rules import MambaCacheMode, VllmOptions, vllm_layout
 
 UTIL_STEP = 0.01
@@ -62,6 +65,11 @@ class PlanRequest:
     hybrid_kv_cache_manager: bool | None = None
     cuda_total_bytes: int | None = None  # the total CUDA reports (vLLM's base), None: from gpu_bytes
     engine_args: EngineArgs | None = None  # the user's own flags, completed on the printed command line
+    tflops: float | None = None  # the card's dense BF16 peak (the speed model's compute bound)
+    speed_constants: Constants | None = None  # fitted (plan --fit), else the card's defaults
+    prompt_tokens: int = 1024  # the prompt whose prefill and queued TTFT the plan predicts
+    defaulted: tuple[str, ...] = ()  # settings that take the engine's default for the card (plan/defaults.py)
+    suggest: bool = False  # with engine_args: write the plan's own values (--max-num-seqs, utilisation) in
 
     @property
     def visible_bytes(self) -> int:
@@ -71,15 +79,6 @@ class PlanRequest:
     def seqs_limit(self) -> int:
         """max_num_seqs of the engine planned: the flags', else the printed command's (the concurrency)."""
         return self.max_num_seqs or self.concurrency
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeCeiling:
-    bytes_per_token_short: int
-    bytes_per_token_long: int
-    tok_s_short: float | None
-    tok_s_long: float | None
-    experts_touched: dict[int, float]  # batch size -> expected distinct experts per MoE layer
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +109,8 @@ class Plan:
     command: str
     notes: list[str]
     suggestions: list[str] = field(default_factory=list)  # what would fit, each re-planned (plan/suggest.py)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the engine's defaults the plan took, by setting
+    speed: SpeedPrediction | None = None  # decode, prefill and TTFT predicted (plan/speed.py); None: no card known
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,22 +141,16 @@ def weights_for(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
     return estimate_weights(resolved.spec, scheme, tp=req.tp)
 
 
-def _expected_experts(experts: int, per_token: int, batch: int) -> float:
-    return experts * (1 - (1 - per_token / experts) ** batch)
-
-
-def decode_ceiling(resolved: Resolved, weights: WeightEstimate, req: PlanRequest) -> DecodeCeiling:
-    spec = resolved.spec
-    active_share = spec.active_params / spec.total_params
-    active_bytes = weights.bytes * active_share
-    kv = spec.kv_bytes_per_token(kv_dtype_bytes(req.kv_dtype), context=req.context)
-    state = spec.state_bytes_per_sequence()
-    short, long = int(active_bytes + state + kv * 1024), int(active_bytes + state + kv * req.context)
-    bw = req.bandwidth_gbs * 1e9 if req.bandwidth_gbs else None
-    touched = {}
-    if spec.moe:
-        touched = {b: _expected_experts(spec.moe.num_experts, spec.moe.experts_per_token, b) for b in (1, 4, 16, 64)}
-    return DecodeCeiling(short, long, bw / short if bw else None, bw / long if bw else None, touched)
+def _speed(resolved: Resolved, weights: WeightEstimate, req: PlanRequest) -> SpeedPrediction | None:
+    """The speed model at the plan's concurrency and context (plan/speed.py); None without a card's peaks."""
+    consts = req.speed_constants
+    if consts is None and req.bandwidth_gbs and req.tflops:
+        consts = Constants(req.bandwidth_gbs, req.tflops)
+    if consts is None:
+        return None
+    work = workload(resolved.spec, weights, scheme_of(resolved, req), kv_dtype_bytes(req.kv_dtype), req.tp)
+    return predict(work, consts, concurrency=req.concurrency, length=req.context, prompt=req.prompt_tokens,
+                   budget=req.max_num_batched_tokens)  # fmt: skip
 
 
 def check_engine(engine: str) -> None:
@@ -258,6 +253,7 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     spec = resolved.spec
+    req, defaults = with_defaults(req, spec.max_position)
     too_long = bool(spec.max_position) and req.context > spec.max_position
     if too_long and req.engine.startswith("vllm") and not req.allow_long_context:
         raise UsageError(
@@ -316,9 +312,11 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         state_bytes_per_sequence=spec.state_bytes_per_sequence(),
         total_params=spec.total_params,
         active_params=spec.active_params,
-        decode=decode_ceiling(resolved, weights, req),
+        decode=decode_ceiling(spec, weights, req),
+        speed=_speed(resolved, weights, req),
         command=command_line(resolved, req, chosen),
-        notes=_notes(resolved, req, weights),
+        notes=_notes(resolved, req, weights) + ([defaults_note(defaults)] if defaults else []),
+        defaults=defaults,
     )
 
 
@@ -345,6 +343,9 @@ def _judge(
             f"holding {req.concurrency} x {req.context:,} tokens needs gpu_memory_utilization >= "
             f"{util_min:.2f}, but the co-tenants and headroom leave at most {util_max:.2f}"
         )
+    if req.engine.startswith("vllm") and req.seqs_limit < req.concurrency:
+        reasons.append(f"the engine runs at most {req.seqs_limit:,} sequences at once (max_num_seqs), "
+                       f"fewer than {req.concurrency}")  # fmt: skip
     if capacity.max_sequences < req.concurrency:
         reasons.append(
             f"at {chosen:.2f} the KV pool holds {capacity.max_sequences:.2f} sequences of "

@@ -5,12 +5,33 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from servelab.plan.defaults import completed_batch, vllm_batch_defaults
+
 if TYPE_CHECKING:
     from servelab.plan.budget import PlanRequest
     from servelab.plan.resolve import Resolved
 
 
+def _unlike_defaults(req: PlanRequest) -> list[tuple[str, str | None]]:
+    """The planned settings vLLM would not take by itself: a token budget other than its default for the card,
+    eager mode, a block size other than its own."""
+    out: list[tuple[str, str | None]] = []
+    base = vllm_batch_defaults(req.engine, req.visible_bytes, req.gpu_name, req.tp)
+    if req.max_num_batched_tokens != completed_batch(base, req.context, req.seqs_limit, None)[1]:
+        out.append(("--max-num-batched-tokens", str(req.max_num_batched_tokens)))
+    if req.enforce_eager:
+        out.append(("--enforce-eager", None))
+    if req.block_size != (128 if req.engine == "vllm-cpu" else 16):
+        out.append(("--block-size", str(req.block_size)))
+    return out
+
+
 def _vllm(model: str, req: PlanRequest, util: float) -> str:
+    """servelab's own command with every planned value in it; the user's flags as typed (the engine's defaults
+    for the rest), or with --suggest completed with the plan's values."""
+    if req.engine_args is not None and not req.suggest:
+        tokens = list(req.engine_args.tokens)
+        return shlex.join(["vllm", "serve", *([] if req.engine_args.model else [model]), *tokens])
     additions: list[tuple[str, str | None]] = [
         ("--max-model-len", str(req.context)),
         ("--max-num-seqs", str(req.seqs_limit)),
@@ -20,6 +41,7 @@ def _vllm(model: str, req: PlanRequest, util: float) -> str:
         additions.append(("--kv-cache-dtype", req.kv_dtype))
     if req.tp > 1:
         additions.append(("--tensor-parallel-size", str(req.tp)))
+    additions += _unlike_defaults(req)
     if req.engine_args is None:
         return shlex.join(["vllm", "serve", model, *[x for flag, value in additions for x in (flag, value) if x]])
     tokens = req.engine_args.completed(additions)

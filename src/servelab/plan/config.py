@@ -294,8 +294,26 @@ def max_context(cfg: Mapping[str, Any]) -> int:
     return base
 
 
+# a part of a multimodal checkpoint the plan does not model: its weights, vLLM's encoder cache budget and the
+# profile run's multimodal peak would all be missing from a plan of the language model alone
+TOWERS = ("vision_config", "audio_config", "speech_config", "vision_tower", "visual", "mm_projector_type")
+
+
+def unmodelled_parts(config: Config) -> list[str]:
+    """The keys of ``config`` that name a part besides the language model (a vision or audio tower)."""
+    return [key for key in config if config[key] and (key in TOWERS or key.endswith(("vision_config", "audio_config")))]
+
+
 def spec_from_config(config: Config, *, name: str = "", source: str = "") -> ModelSpec:
-    """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model."""
+    """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model, and for a
+    checkpoint holding a part the plan does not model (a vision tower): refused, never planned without it."""
+    if towers := unmodelled_parts(config):
+        raise UnknownArchitecture(
+            f"this checkpoint has a multimodal part servelab does not model ({', '.join(towers)}): the tower's "
+            "weights, vLLM's encoder cache budget and the profile run's multimodal peak would be missing from the "
+            "plan, so it is not planned",
+            hint="plan its language model alone from a config.json of its text_config, knowing those are left out",
+        )
     cfg = text_config(config)
     mtype = _model_type(cfg)
     known = STANDARD_TYPES | MLA_TYPES | GDN_TYPES | set(FAMILIES)

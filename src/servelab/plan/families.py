@@ -10,6 +10,11 @@ Layouts as vLLM 0.25's model files build them (``vllm/model_executor/models/<fam
   has the MoE block and the shared MLP.
 - **Falcon-H1**: attention and Mamba-2 side by side in every layer (two caches per layer).
 - **Kimi-Linear**: KDA layers (``linear_attn_config.kda_layers``, 1-based) and MLA in the rest.
+- **LFM2**: ``layer_types`` (``full_attention`` / ``conv``): attention with q/k norms, or a short convolution
+  (``in_proj`` to 3 x ``conv_dim``, a depthwise conv of ``conv_L_cache``, ``out_proj``) keeping only its conv
+  state; every layer a gated MLP whose size ``block_auto_adjust_ff_dim`` rescales (``lfm2.py``'s ``Lfm2MLP``).
+- **Mamba-2** (Mamba-Codestral): every layer one Mamba-2 mixer and a norm, no attention and no MLP; the inner
+  size is ``expand x hidden`` (``mamba2.py``).
 - **Llama-4**: chunked local attention (``attention_chunk_size``) in the RoPE layers, global
   attention in the NoPE ones (``no_rope_layers[i] == 0``).
 """
@@ -269,6 +274,52 @@ def llama4(cfg: Config) -> Family:
     return Family(tuple(layers), count.breakdown(cfg), moe)
 
 
+def _lfm2_inner(cfg: Config) -> int:
+    """Lfm2MLP's hidden size: 2/3 of intermediate_size, times the multiplier, up to a multiple, when auto-adjusted."""
+    inner = int(cfg.get("block_ff_dim") or cfg["intermediate_size"])
+    if cfg.get("block_auto_adjust_ff_dim"):
+        inner = int(2 * inner / 3)
+        if cfg.get("block_ffn_dim_multiplier") is not None:
+            inner = int(float(cfg["block_ffn_dim_multiplier"]) * inner)
+        step = int(cfg.get("block_multiple_of") or 1)
+        inner = step * ((inner + step - 1) // step)
+    return inner
+
+
+def lfm2(cfg: Config) -> Family:
+    hidden, n = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    types = list(cfg.get("layer_types") or [])
+    if len(types) < n or set(types[:n]) - {"full_attention", "conv"}:
+        raise UnknownArchitecture(f"lfm2 layer_types {types!r} is not one servelab can read (full_attention / conv)")
+    q, kv = int(cfg["num_attention_heads"]), int(cfg["num_key_value_heads"])
+    conv_dim, kernel = int(cfg.get("conv_dim") or hidden), int(cfg.get("conv_L_cache") or 3)
+    bias = bool(cfg.get("conv_bias"))
+    count, layers, inner = _Count(), [], _lfm2_inner(cfg)
+    for kind in types[:n]:
+        count.other += 2 * hidden  # operator_norm, ffn_norm
+        count.mlp_dense += _gated(hidden, inner)
+        if kind == "full_attention":
+            layers.append(_attention(cfg, count, q, kv, hidden // q))
+            count.other += 2 * (hidden // q)  # q and k norms
+        else:
+            count.recurrent += hidden * 3 * conv_dim + conv_dim * hidden  # in_proj, out_proj
+            count.other += conv_dim * kernel + (conv_dim * 5 if bias else 0)  # conv weight, the biases
+            layers.append(CacheLayer("mamba", state=RecurrentState("shortconv", kernel, conv_dim)))
+    tied = {**cfg, "tie_word_embeddings": cfg.get("tie_word_embeddings", cfg.get("tie_embedding", True))}
+    return Family(tuple(layers), count.breakdown(tied), None)
+
+
+def mamba2(cfg: Config) -> Family:
+    hidden, n = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"])
+    count, layers = _Count(), []
+    for _ in range(n):
+        count.other += hidden  # the block's norm
+        layers.append(_mamba2(cfg, count, inner=int(cfg.get("expand", 2)) * hidden, groups=int(cfg.get("n_groups", 1)),
+                              state=int(cfg["state_size"]), heads=int(cfg["num_heads"]), head_dim=int(cfg["head_dim"]),
+                              kernel=int(cfg.get("conv_kernel", 4))))  # fmt: skip
+    return Family(tuple(layers), count.breakdown(cfg), None)
+
+
 FAMILIES: dict[str, Callable[[Config], Family]] = {
     "jamba": jamba,
     "nemotron_h": nemotron_h,
@@ -277,4 +328,6 @@ FAMILIES: dict[str, Callable[[Config], Family]] = {
     "kimi_linear": kimi_linear,
     "llama4": llama4,
     "llama4_text": llama4,
+    "lfm2": lfm2,
+    "mamba2": mamba2,
 }

@@ -20,6 +20,7 @@ class GPU:
     bandwidth_gbs: float  # peak, vendor figure
     note: str = ""
     cuda_total_bytes: int | None = None  # what CUDA reports as total (vLLM's base), where measured
+    tflops: float = 0.0  # dense BF16 tensor peak, vendor figure (no sparsity): docs/plan-speed.md
 
     @property
     def memory_gib(self) -> float:
@@ -39,15 +40,16 @@ GPUS: dict[str, GPU] = {
             _mib(97887),
             1792.0,
             "Max-Q and Workstation editions share memory and bandwidth",
+            tflops=500.0,
         ),
-        GPU("rtx-pro-4000", "RTX PRO 4000 Blackwell (24 GB GDDR7)", _mib(24467), 672.0),
-        GPU("rtx-4090", "GeForce RTX 4090 (24 GB GDDR6X)", _mib(24564), 1008.0),
-        GPU("rtx-5090", "GeForce RTX 5090 (32 GB GDDR7)", _mib(32607), 1792.0),
-        GPU("a100-40gb", "A100 40 GB (HBM2)", _mib(40960), 1555.0),
-        GPU("a100-80gb", "A100 80 GB (HBM2e)", _mib(81920), 2039.0),
-        GPU("l40s", "L40S (48 GB GDDR6)", _mib(46068), 864.0),
-        GPU("h100-80gb", "H100 SXM 80 GB (HBM3)", _mib(81559), 3350.0),
-        GPU("h100-pcie", "H100 PCIe 80 GB (HBM2e)", _mib(81559), 2000.0),
+        GPU("rtx-pro-4000", "RTX PRO 4000 Blackwell (24 GB GDDR7)", _mib(24467), 672.0, tflops=156.0),
+        GPU("rtx-4090", "GeForce RTX 4090 (24 GB GDDR6X)", _mib(24564), 1008.0, tflops=165.2),
+        GPU("rtx-5090", "GeForce RTX 5090 (32 GB GDDR7)", _mib(32607), 1792.0, tflops=209.5),
+        GPU("a100-40gb", "A100 40 GB (HBM2)", _mib(40960), 1555.0, tflops=312.0),
+        GPU("a100-80gb", "A100 80 GB (HBM2e)", _mib(81920), 2039.0, tflops=312.0),
+        GPU("l40s", "L40S (48 GB GDDR6)", _mib(46068), 864.0, tflops=362.1),
+        GPU("h100-80gb", "H100 SXM 80 GB (HBM3)", _mib(81559), 3350.0, tflops=989.4),
+        GPU("h100-pcie", "H100 PCIe 80 GB (HBM2e)", _mib(81559), 2000.0, tflops=756.0),
         GPU(
             "h200",
             "H200 141 GB (HBM3e)",
@@ -55,14 +57,16 @@ GPUS: dict[str, GPU] = {
             4800.0,
             "143,771 MiB as read on the lent H200; CUDA reports 139.80 GiB of it (vLLM's 0.92 = 128.62 GiB)",
             _mib(143159),
+            tflops=989.4,
         ),
-        GPU("b200", "B200 180 GB (HBM3e)", _mib(183359), 8000.0),
+        GPU("b200", "B200 180 GB (HBM3e)", _mib(183359), 8000.0, tflops=2250.0),
         GPU(
             "gb10",
             "GB10 / DGX Spark (128 GB unified LPDDR5x)",
             _mib(124546),
             273.0,
             "unified memory shared with the CPU: the OS and other processes take their part",
+            tflops=125.0,
         ),
     )
 }

@@ -9,12 +9,26 @@ from servelab.core.errors import UsageError
 from servelab.plan.budget import PlanRequest
 from servelab.plan.calibrate import Reported
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
-from servelab.plan.overhead import default_max_num_seqs
 from servelab.plan.quant import KV_DTYPES, QUANTS
 
-VLLM_DEFAULT_UTIL = 0.92  # vLLM 0.25's --gpu-memory-utilization default
 VLLM_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
                   "fp8_e5m2": "fp8_e5m2", "fp8_inc": "fp8"}  # fmt: skip
+
+
+# EngineArgs field -> PlanRequest field, taken as given
+SIMPLE = {
+    "max_model_len": "context",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "block_size": "block_size",
+    "enforce_eager": "enforce_eager",
+    "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
+    "mamba_cache_dtype": "mamba_cache_dtype",
+    "tensor_parallel_size": "tp",
+    "kv_cache_memory_bytes": "kv_pool_bytes",
+    "enable_prefix_caching": "enable_prefix_caching",
+}
 
 
 def _kv_dtype(value: str) -> str:
@@ -25,24 +39,18 @@ def _kv_dtype(value: str) -> str:
 
 
 def with_engine_args(
-    req: PlanRequest, args: EngineArgs, *, from_log: bool = False, log_context: int | None = None
+    req: PlanRequest,
+    args: EngineArgs,
+    *,
+    from_log: bool = False,
+    log_context: int | None = None,
+    suggest: bool = False,
 ) -> PlanRequest:
-    """The request as the engine's flags set it; a log's run used vLLM's defaults for the rest."""
-    changes: dict[str, Any] = {"engine_args": args}
-    simple = {
-        "max_model_len": "context",
-        "gpu_memory_utilization": "gpu_memory_utilization",
-        "max_num_seqs": "max_num_seqs",
-        "max_num_batched_tokens": "max_num_batched_tokens",
-        "block_size": "block_size",
-        "enforce_eager": "enforce_eager",
-        "mamba_ssm_cache_dtype": "mamba_ssm_cache_dtype",
-        "mamba_cache_dtype": "mamba_cache_dtype",
-        "tensor_parallel_size": "tp",
-        "kv_cache_memory_bytes": "kv_pool_bytes",
-        "enable_prefix_caching": "enable_prefix_caching",
-    }
-    for source, target in simple.items():
+    """The request as the engine's flags set it, every flag they leave out at vLLM's default for the card
+    (plan/defaults.py), as the engine they start would run; ``suggest``: the plan's own concurrency and
+    utilisation instead, written into the command."""
+    changes: dict[str, Any] = {"engine_args": args, "suggest": suggest and not from_log}
+    for source, target in SIMPLE.items():
         value = getattr(args, source)
         if value is not None:
             changes[target] = value
@@ -52,19 +60,54 @@ def with_engine_args(
         changes["hybrid_kv_cache_manager"] = not args.disable_hybrid_kv_cache_manager
     if args.quantization and args.quantization.lower() in QUANTS:
         changes["quant"] = args.quantization.lower()
-    if from_log and args.max_num_seqs is None:
-        changes["max_num_seqs"] = default_max_num_seqs(req.gpu_bytes)
-    if from_log and args.gpu_memory_utilization is None and args.kv_cache_memory_bytes is None:
-        changes["gpu_memory_utilization"] = VLLM_DEFAULT_UTIL
     if from_log and args.max_model_len is None and log_context:
         changes["context"] = log_context  # the model's own maximum, as the log's run used
+    changes["defaulted"] = _defaulted(req, args, suggest=suggest and not from_log, from_log=from_log)
     return replace(req, **changes)
 
 
-def engine_request(req: PlanRequest, engine_args: str | None, reported: Reported | None) -> PlanRequest:
+def _defaulted(req: PlanRequest, args: EngineArgs, *, suggest: bool, from_log: bool) -> tuple[str, ...]:
+    """The settings the flags leave to vLLM: its batch sizes and utilisation (unless the plan suggests its own)
+    and, for typed flags, the context (the model's maximum)."""
+    if not req.engine.startswith("vllm"):
+        return req.defaulted
+    out = [name for name in ("max_num_batched_tokens",) if getattr(args, name) is None]
+    if not suggest:
+        out += [name for name in ("max_num_seqs",) if args.max_num_seqs is None]
+        if args.gpu_memory_utilization is None and args.kv_cache_memory_bytes is None:
+            out.append("gpu_memory_utilization")
+        if args.max_model_len is None and not from_log:
+            out.append("max_model_len")
+    return tuple(out)
+
+
+# servelab's own options that set an engine flag: beside --engine-args, each must be one of the flags
+SIDE_FLAGS = {"--context": "--max-model-len", "--gpu-memory-utilization": "--gpu-memory-utilization",
+              "--max-num-batched-tokens": "--max-num-batched-tokens", "--enforce-eager": "--enforce-eager",
+              "--block-size": "--block-size", "--tp": "--tensor-parallel-size", "--kv-dtype": "--kv-cache-dtype",
+              "--kv-pool": "--kv-cache-memory-bytes"}  # fmt: skip
+
+
+def check_side_options(given: list[str], suggest: bool) -> None:
+    """Beside --engine-args, a servelab option that sets an engine flag would plan a command the flags are not:
+    refused, naming the flag to add, unless --suggest asks the plan to write its own values in."""
+    if suggest or not given:
+        return
+    option = given[0]
+    raise UsageError(
+        f"{option} is not one of the --engine-args flags: the plan is of your flags exactly, and vLLM would not "
+        f"see {option}",
+        hint=f"put {SIDE_FLAGS.get(option, option)} in --engine-args, or add --suggest to have the plan write "
+        "its own values into the command",
+    )
+
+
+def engine_request(
+    req: PlanRequest, engine_args: str | None, reported: Reported | None, *, suggest: bool = False
+) -> PlanRequest:
     """--engine-args when given; else a calibration log's own non-default args (so they need not be repeated)."""
     if engine_args:
-        return with_engine_args(req, parse_engine_args(engine_args, req.engine))
+        return with_engine_args(req, parse_engine_args(engine_args, req.engine), suggest=suggest)
     if reported is not None and reported.engine == "llamacpp":  # its own -c split over -np, and the KV type
         return replace(req, engine="llamacpp", context=reported.max_model_len or req.context,
                        concurrency=reported.slots or req.concurrency,

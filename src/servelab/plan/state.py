@@ -9,6 +9,7 @@ After ``vllm/model_executor/layers/mamba/mamba_utils.py`` (``MambaStateShapeCalc
   with the groups widened to a multiple of tp, SSM ``heads/tp x head_dim x d_state``.
 - Gated delta net (Qwen3-Next, Qwen3.5): conv ``(kernel-1) x (2 k_heads dk + v_heads dv)/tp``,
   recurrent ``v_heads/tp x dv x dk``.
+- Short convolution (LFM2, ``short_conv_state_shape``): conv ``(L_cache-1) x conv_dim/tp``, no temporal state.
 - KDA (Kimi-Linear): conv ``(kernel-1) x (3 heads head_dim)/tp``, recurrent ``heads/tp x head_dim^2``
   always in float32.
 
@@ -25,7 +26,7 @@ from typing import Literal
 
 from servelab.core.errors import UsageError
 
-StateFamily = Literal["mamba1", "mamba2", "gdn", "kda"]
+StateFamily = Literal["mamba1", "mamba2", "gdn", "kda", "shortconv"]
 
 DTYPE_BYTES = {"auto": 0, "float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2}
 
@@ -70,6 +71,8 @@ class RecurrentState:
             conv_dim = self.intermediate + 2 * groups * self.state_size
             heads = _divide(self.num_heads, tp, "Mamba-2 heads")
             return window * _divide(conv_dim, tp, "Mamba-2 conv dim"), heads * self.head_dim * self.state_size
+        if self.family == "shortconv":
+            return window * _divide(self.intermediate, tp, "short-conv dim"), 0
         if self.family == "gdn":
             conv_dim = 2 * self.num_k_heads * self.head_k_dim + self.num_heads * self.head_dim
             heads = _divide(self.num_heads, tp, "value heads")

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from servelab.core.errors import UsageError
 from servelab.plan.budget import Plan, PlanRequest, make_plan
+from servelab.plan.defaults import with_defaults
 from servelab.plan.resolve import Resolved
 
 DEFAULT_CONTEXT = 32768  # the plan's context when none is asked and the model holds at least this
@@ -24,7 +25,7 @@ QUANT_WAY_OUT = {  # smaller weights each engine loads, largest first: the first
 def model_context(req: PlanRequest, resolved: Resolved) -> tuple[PlanRequest, str | None]:
     """A request with no context asked (0) takes 32K, or the model's own maximum where that is shorter, and says
     which; an asked context is kept as asked (refused later when the model cannot hold it)."""
-    if req.context:
+    if req.context or "max_model_len" in req.defaulted:  # asked, or the engine's own (plan/defaults.py)
         return req, None
     most = resolved.spec.max_position
     if most and most < DEFAULT_CONTEXT:
@@ -36,6 +37,7 @@ def plan_model(resolved: Resolved, req: PlanRequest) -> tuple[PlanRequest, Plan]
     """The plan, its context defaulted from the model, and with the ways out when it does not fit; with the
     request as planned."""
     req, said = model_context(req, resolved)
+    req, _ = with_defaults(req, resolved.spec.max_position)
     plan = make_plan(resolved, req)
     notes = [said, *plan.notes] if said else plan.notes
     return req, replace(plan, notes=notes, suggestions=[] if plan.fits else ways_out(resolved, req))
@@ -48,7 +50,8 @@ def ways_out(resolved: Resolved, req: PlanRequest) -> list[str]:
     if kv and req.kv_dtype in ("auto", "bf16", "fp16"):
         _say(found, f"--kv-dtype {kv}", _fitting(resolved, replace(req, kv_dtype=kv)))
     _say(found, *_smaller_weights(resolved, req))
-    shorter = _largest(lambda n: replace(req, context=n * CONTEXT_STEP), resolved, (req.context - 1) // CONTEXT_STEP)
+    asked = replace(req, defaulted=tuple(d for d in req.defaulted if d != "max_model_len"))
+    shorter = _largest(lambda n: replace(asked, context=n * CONTEXT_STEP), resolved, (req.context - 1) // CONTEXT_STEP)
     if shorter is not None:
         _say(found, f"--context {shorter[0]}k", shorter[1])
     fewer = _largest(lambda n: replace(req, concurrency=n), resolved, req.concurrency - 1)

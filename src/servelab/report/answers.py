@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.coexist import kept_text
 from servelab.core.results import BenchRun, Cell, CoexistRun, ConditionFigures, EvalRun, PlanRun, RepoRun, Row
 from servelab.report.model import Section, Table, can_differ, fmt, tail
 
@@ -188,4 +189,4 @@ def _underruns(c: ConditionFigures, lookahead: float) -> str:
 def _kept(c: ConditionFigures) -> str:
     if c.llm is None or c.llm.tok_s_share is None:
         return "-"
-    return f"{c.llm.tok_s_share:.0%}\nn={c.llm.ok}"
+    return f"{kept_text(c.llm)}\nn={c.llm.ok}"  # a share as shares are printed: never above 100% as a fact

@@ -12,6 +12,7 @@ from servelab.core.stats import Interval
 from servelab.core.summary import Summary, inter_chunk_gaps_ms, ttft_ms
 from servelab.report import plots
 from servelab.report.model import INTERVAL_MIN, Section, Table, add_plot, can_differ, fmt, say
+from servelab.report.sessions_view import sessions
 
 COMPARE_NOTE = (
     f"median [95% bootstrap interval] (from fewer than {MIN_INTERVAL} requests: their count, no interval); * the "
@@ -31,6 +32,7 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
     for step in result.steps:
         if step.no_verdict:
             say(out, f"{step.target}/{step.scenario}: {step.no_verdict}", "")
+    sessions(out, result.steps)
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         say(out, slo_verdict(target, search), f"SLO: {_slo_text(search)}")

@@ -80,6 +80,21 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylab
     return _png(fig)
 
 
+def scatter(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str) -> bytes | None:
+    """Points, one colour per series (a request each: TTFT against its prompt's length)."""
+    drawn = {k: v for k, v in series.items() if v}
+    if not drawn:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    for name, points in drawn.items():
+        ax.scatter([p[0] for p in points], [p[1] for p in points], s=9, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def bars(values: Mapping[str, Mapping[str, float]], ylabel: str, title: str) -> bytes | None:
     """Grouped bars: per group (a target) one bar per key (an outcome)."""
     if not values:

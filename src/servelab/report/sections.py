@@ -6,7 +6,17 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from servelab.core.results import BenchRun, CheckRun, CoexistRun, EvalRun, PlanRun, RepoRun, RunResult, load_result
+from servelab.core.results import (
+    BenchRun,
+    CheckRun,
+    CoexistRun,
+    EvalRun,
+    PlanRun,
+    RepoRun,
+    RunResult,
+    SweepRun,
+    load_result,
+)
 from servelab.core.store import RunInfo, RunStore
 from servelab.report.bench_view import bench
 from servelab.report.coexist_view import coexist_section
@@ -48,6 +58,10 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
             plan_section(out, result)
         case CheckRun():
             check_section(out, result)
+        case SweepRun():
+            from servelab.report.sweep_view import sweep_section
+
+            sweep_section(out, result)
     out.problems[:0] = [f"FAILED: {line}" for line in result.request_failures()]  # first: what a figure lacks
     if result.error and info.status == "failed" and not any(result.error in p for p in out.problems):
         out.problems.append(result.error)

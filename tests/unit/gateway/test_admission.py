@@ -150,16 +150,16 @@ def test_the_admission_fails_closed(counter: TokenCounter) -> None:
 
     image = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
     local = Admission(counter, refused, long_figure=16001, bound_max=1024, long_at=8000)
-    got = asyncio.run(local.figure(CHAT, image, 100))
+    got = asyncio.run(local.figure(CHAT, image, b"x" * 100))
     assert (got.tokens, got.method) == (16001, "uncounted") and "image_url" in got.why
     remote = Admission(None, refused, long_figure=16001, bound_max=1024, long_at=8000)
-    assert asyncio.run(remote.figure(COMPLETIONS, {"prompt": ["a", "b"]}, 10)).method == "uncounted"
+    assert asyncio.run(remote.figure(COMPLETIONS, {"prompt": ["a", "b"]}, b"x" * 10)).method == "uncounted"
     counted = Admission(None, engine, long_figure=16001, bound_max=1024, long_at=8000)
-    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b", [1, 2]], "n": 2}, 10))
+    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b", [1, 2]], "n": 2}, b"x" * 10))
     assert got.method == "uncounted"  # a mixed batch is not a prompt form the engine takes
-    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b"], "n": 2}, 10))
+    got = asyncio.run(counted.figure(COMPLETIONS, {"prompt": ["a", "b"], "n": 2}, b"x" * 10))
     assert (got.tokens, got.method) == (400, "engine")
-    big = asyncio.run(Admission(counter, refused, 16001, 1024, 50000).figure(CHAT, _chat("9" * 40000), 40100))
+    big = asyncio.run(Admission(counter, refused, 16001, 1024, 50000).figure(CHAT, _chat("9" * 40000), b"9" * 40100))
     assert big.method == "exact" and big.tokens >= 40000  # counted off the event loop, the same figure
 
 

@@ -9,6 +9,7 @@ import asyncio
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     if kind == "redis":
         server = request.getfixturevalue("redis_once")
         server.command("FLUSHALL")
-        yield lambda settings: lambda: RedisStore(server.url, "t:", settings)
+        # a generous wait on each call: these tests are about the state, not Redis's speed on a busy machine
+        yield lambda settings: lambda: RedisStore(server.url, "t:", replace(settings, timeout_s=30.0))
         return
     if kind == "host":
         path = str(tmp_path / "state")

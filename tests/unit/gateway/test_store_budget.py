@@ -18,7 +18,7 @@ from servelab.gateway.store import HostStore, Limits, RedisStore, Settings, Stor
 from tests.fixtures.redis_server import RedisServer, need_redis
 
 LIMITS = Limits(threshold=600, budget=1000)
-STORE = Settings(min_hold_s=0.0, charge_ttl_s=5.0)
+STORE = Settings(min_hold_s=0.0, charge_ttl_s=120.0, timeout_s=30.0)  # about the budget, not Redis's speed
 _prefixes = itertools.count()
 
 # one step: admissions (replica, tokens) sent at once, then releases (an index into what is held; some twice)

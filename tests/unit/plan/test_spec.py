@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.errors import UsageError
 from servelab.plan import UnknownArchitecture, resolve_model, spec_from_config
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
 
@@ -110,7 +111,7 @@ def test_hybrid_mamba_alignment_grows_the_attention_block() -> None:
 def test_unknown_architecture_fails_closed() -> None:
     with pytest.raises(UnknownArchitecture, match="rwkv7"):
         spec_from_config({"model_type": "rwkv7", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10})
-    with pytest.raises(UnknownArchitecture, match="mamba2"):  # attention-free Mamba: not modelled, named
+    with pytest.raises(UsageError, match=r"mamba2.*state_size"):  # modelled now: its missing sizes are named
         spec_from_config({"model_type": "mamba2", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10})
     chunked = json.loads(
         json.dumps(

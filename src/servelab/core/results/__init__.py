@@ -33,6 +33,7 @@ from servelab.core.results.eval import (
 from servelab.core.results.plan import PlanFigures, PlanRun
 from servelab.core.results.sessions import SessionFigures, SessionOutcome, TurnFigures
 from servelab.core.results.stored import VERSIONS, AnyResult, load_result, save_result
+from servelab.core.results.sweep import SweepRun
 
 __all__ = [
     "VERSIONS",
@@ -73,6 +74,7 @@ __all__ = [
     "SloSearch",
     "Status",
     "Step",
+    "SweepRun",
     "TargetEval",
     "TurnFigures",
     "load_result",

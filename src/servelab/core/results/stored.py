@@ -16,11 +16,23 @@ from servelab.core.results.check import CheckRun
 from servelab.core.results.coexist import CoexistRun
 from servelab.core.results.eval import EvalRun, RepoRun
 from servelab.core.results.plan import PlanRun
+from servelab.core.results.sweep import SweepRun
 from servelab.core.store import RunInfo, RunStore
 
-AnyResult = Annotated[BenchRun | EvalRun | RepoRun | CoexistRun | PlanRun | CheckRun, Field(discriminator="kind")]
+AnyResult = Annotated[
+    BenchRun | EvalRun | RepoRun | CoexistRun | PlanRun | CheckRun | SweepRun, Field(discriminator="kind")
+]
 _ADAPTER: TypeAdapter[AnyResult] = TypeAdapter(AnyResult)
-VERSIONS: dict[str, int] = {"bench": 3, "bench-slo": 3, "eval": 1, "repo": 1, "coexist": 4, "plan": 1, "check": 1}
+VERSIONS: dict[str, int] = {
+    "bench": 3,
+    "bench-slo": 3,
+    "eval": 1,
+    "repo": 1,
+    "coexist": 4,
+    "plan": 1,
+    "check": 1,
+    "sweep": 1,
+}
 
 
 def save_result(store: RunStore, run_id: str, result: RunResult) -> None:

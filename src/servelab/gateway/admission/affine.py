@@ -11,14 +11,19 @@ inside ``if`` blocks (any test: the bound takes every branch) and one loop over 
 where ``outside``/``per_message`` are the bytes of the constant text outside/inside the loop (every branch
 counted) and ``uses(f)`` how many outputs in the loop name ``f``. A field's value that is not a string (a list,
 a dict: it would print as its repr) gives no bound, and the caller renders. Any other construct (a filter, a
-``set``, a macro, a nested loop, a call other than ``raise_exception``, which ends the render) makes the template
-one this module does not bound (:func:`compile_bound` returns None)."""
+``set``, a macro, a nested loop, a call other than ``raise_exception``, which ends the render), a number constant,
+a look-up of a name no converted message holds, or the output of a global makes the template one this module does
+not bound (:func:`compile_bound` returns None)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+# the keys a converted message may hold (admission.messages): a look-up of any other name is not bounded
+MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_call_id", "task", "reasoning", "reasoning_content",
+                          "tool_calls", "tools"})  # fmt: skip
 
 
 class _NotAffine(Exception):
@@ -78,6 +83,8 @@ def compile_bound(env: Any, source: str) -> AffineBound | None:
         _walk(nodes, env.parse(source).body, bound, loop_var=None)
     except _NotAffine:
         return None
+    if (bound.names | bound.names_per_message).keys() & set(env.globals):
+        return None  # a global (range, raise_exception, ...) prints its repr, not a context string
     return bound.freeze()
 
 
@@ -101,6 +108,8 @@ def _walk(nodes: Any, body: list[Any], bound: AffineBound, loop_var: str | None)
 
 
 def _output(nodes: Any, expr: Any, bound: AffineBound, loop_var: str | None) -> None:
+    if isinstance(expr, nodes.Const) and not isinstance(expr.value, str):
+        raise _NotAffine  # a number: ``+`` adds numbers, and its text is not the sum of its operands' texts
     if isinstance(expr, nodes.TemplateData | nodes.Const):
         size = len(str(expr.data if isinstance(expr, nodes.TemplateData) else expr.value).encode())
         if loop_var is None:
@@ -124,8 +133,8 @@ def _field(nodes: Any, expr: Any, bound: AffineBound, loop_var: str | None) -> N
     """``message['f']`` / ``message.f`` in the loop, ``messages[i]['f']`` anywhere: the field's bytes."""
     key = expr.arg.value if isinstance(expr, nodes.Getitem) and isinstance(expr.arg, nodes.Const) else None
     key = expr.attr if isinstance(expr, nodes.Getattr) else key
-    if not isinstance(key, str):
-        raise _NotAffine
+    if key not in MESSAGE_KEYS:
+        raise _NotAffine  # another name may be a dict's method (``message.items``): jinja prints its repr
     if loop_var is not None and _is_name(nodes, expr.node, loop_var):
         bound.uses[key] += 1
     elif isinstance(expr.node, nodes.Getitem) and _is_name(nodes, expr.node.node, "messages"):

@@ -14,17 +14,17 @@ Invariant (the figure is never below what the engine counts):
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from servelab.gateway.admission.errors import Uncountable
 from servelab.gateway.admission.fields import check_fields
-from servelab.gateway.admission.messages import conversation
+from servelab.gateway.admission.messages import conversation, has_reasoning_content
 from servelab.gateway.admission.template import ChatTemplate, TemplateError
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
@@ -32,8 +32,7 @@ MAX_FAN_OUT = 1 << 20
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
 
-@dataclass(frozen=True)
-class Count:
+class Count(NamedTuple):
     tokens: int
     method: str  # "bound" (bytes, under bound_max), "exact" (the tokenizer), "ids" (token ids given)
 
@@ -43,8 +42,9 @@ class TokenCounter:
 
     def __init__(self, tokenizer: Any, template: ChatTemplate | None) -> None:
         self.tokenizer, self.template = tokenizer, template
-        self.added = len(tokenizer.encode("", add_special_tokens=True).ids)  # what the post-processor adds
         self.byte_bound = _is_byte_level(tokenizer)
+        # what the post-processor adds, and a prefix space: tokens a text of no bytes can still make
+        self.added = len(tokenizer.encode("", add_special_tokens=True).ids) + _prefix_space(tokenizer)
         self.longest = _longest_token_bytes(tokenizer) if self.byte_bound else 1
         self.plain = self.byte_bound and tokenizer.normalizer is None  # bytes of the text are bytes of what is split
         self.developer_role = template is not None and (
@@ -54,7 +54,8 @@ class TokenCounter:
     @classmethod
     def from_folder(cls, folder: Path) -> TokenCounter:
         """From a Hugging Face model folder: tokenizer.json, the template in chat_template.jinja or
-        tokenizer_config.json. A folder without tokenizer.json is an error (the caller falls back to the engine)."""
+        tokenizer_config.json. A folder without tokenizer.json, or whose special tokens two files name differently,
+        is an error (the caller falls back to the engine's own count)."""
         from tokenizers import Tokenizer
 
         path = folder / "tokenizer.json"
@@ -62,7 +63,7 @@ class TokenCounter:
             raise TemplateError(f"{folder} has no tokenizer.json")
         config = _read_json(folder / "tokenizer_config.json")
         source = _template_source(folder, config)
-        special = {name: _token_text(config.get(name)) for name in SPECIAL_NAMES if config.get(name)}
+        special = _special_tokens(folder, config)
         return cls(Tokenizer.from_file(str(path)), ChatTemplate(source, special) if source else None)
 
     # ---- the two endpoints -------------------------------------------------------------------------------
@@ -90,7 +91,7 @@ class TokenCounter:
         """The byte bound of a chat from the template's affine bound (:mod:`.affine`), no render, where it decides:
         at most ``bound_max``, or long past ``long_at`` by its fewest tokens; else None (render and count)."""
         template = self.template
-        if template is None or template.affine is None or not self.plain:
+        if template is None or template.affine is None or not self.plain or has_reasoning_content(body.get("messages")):
             return None
         messages = conversation(body.get("messages"), False, self.developer_role)
         context = {**template.special, **_context(body, kwargs)} if template.affine.reads_names else {}
@@ -115,19 +116,16 @@ class TokenCounter:
 
     def _renders(self, body: dict[str, Any], kwargs: dict[str, Any]) -> list[str]:
         """The chat rendered in each content format the engine may choose (one where the template never walks a
-        message's parts); every one failing is :class:`Uncountable`."""
+        message's parts), and, where an assistant message carries ``reasoning_content``, as engines that read it and
+        engines that do not; any one failing is :class:`Uncountable` (the engine may render that one)."""
         assert self.template is not None
         context = _context(body, kwargs)
-        renders: list[str] = []
-        failure: Uncountable | None = None
-        for openai_format in (False, True) if self.template.may_iterate_content else (False,):
-            try:
-                messages = conversation(body.get("messages"), openai_format, self.developer_role)
-                renders.append(self.template.render({**context, "messages": messages}))
-            except Uncountable as exc:
-                failure = failure or exc
-        if not renders:
-            raise failure or Uncountable("the chat could not be rendered")
+        formats = (False, True) if self.template.may_iterate_content else (False,)
+        variants = (False, True) if has_reasoning_content(body.get("messages")) else (False,)
+        renders = []
+        for openai_format, reasoning_content in itertools.product(formats, variants):
+            messages = conversation(body.get("messages"), openai_format, self.developer_role, reasoning_content)
+            renders.append(self.template.render({**context, "messages": messages}))
         return renders
 
     def _completion(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
@@ -144,14 +142,30 @@ class TokenCounter:
         return len(self.tokenizer.encode_batch_fast([text], add_special_tokens=True)[0].ids)  # no offsets kept
 
 
+SPLITTERS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit"})  # cut, never add
+
+
 def _is_byte_level(tokenizer: Any) -> bool:
-    """Every token covers at least one byte: a BPE model behind a ByteLevel pre-tokenizer (alone or in a
-    sequence), which maps each byte of the text to one symbol."""
-    spec = json.loads(tokenizer.to_str())
-    pre = spec.get("pre_tokenizer") or {}
+    """Every token covers at least one byte of the text: a BPE model behind exactly one ByteLevel pre-tokenizer,
+    alone or after pre-tokenizers that only cut the text (a Metaspace, say, writes a 3-byte symbol for a space: not
+    byte level), which maps each byte of the text to one symbol."""
+    pre = _spec(tokenizer).get("pre_tokenizer") or {}
     inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    kinds = [p.get("type") for p in inner if isinstance(p, dict)]
-    return spec.get("model", {}).get("type") == "BPE" and "ByteLevel" in kinds
+    kinds = [p.get("type") if isinstance(p, dict) else None for p in inner]
+    byte_level = kinds.count("ByteLevel") == 1 and all(k in SPLITTERS or k == "ByteLevel" for k in kinds)
+    return _spec(tokenizer).get("model", {}).get("type") == "BPE" and byte_level
+
+
+def _prefix_space(tokenizer: Any) -> int:
+    """The byte a ByteLevel pre-tokenizer adds in front of a text (``add_prefix_space``), else 0."""
+    pre = _spec(tokenizer).get("pre_tokenizer") or {}
+    inner = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    return int(any(isinstance(p, dict) and p.get("type") == "ByteLevel" and p.get("add_prefix_space") for p in inner))
+
+
+def _spec(tokenizer: Any) -> dict[str, Any]:
+    spec = json.loads(tokenizer.to_str())
+    return spec if isinstance(spec, dict) else {}
 
 
 def _longest_token_bytes(tokenizer: Any) -> int:
@@ -244,6 +258,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _special_tokens(folder: Path, config: dict[str, Any]) -> dict[str, str]:
+    """The special-token strings a template is handed (``bos_token``, ...): from tokenizer_config.json, and
+    special_tokens_map.json where it names them too. Loaders merge the two by rules of their own, so a folder whose
+    two files disagree is not counted in process (:class:`TemplateError`)."""
+    mapped = _read_json(folder / "special_tokens_map.json")
+    special = {name: _token_text(config.get(name)) for name in SPECIAL_NAMES if config.get(name)}
+    for name in SPECIAL_NAMES:
+        other = _token_text(mapped.get(name)) if mapped.get(name) else None
+        if other is not None and special.setdefault(name, other) != other:
+            raise TemplateError(f"{folder}: {name} is {special[name]!r} in one file and {other!r} in another")
+    return special
 
 
 def _template_source(folder: Path, config: dict[str, Any]) -> str | None:

@@ -16,38 +16,60 @@ from typing import Any
 import orjson
 
 from servelab.gateway.admission.errors import Uncountable
+from servelab.gateway.admission.numbers import loads_exact
 
 TEXT_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
 SKIPPED_WHEN_NONE = ("text", "refusal")
+# keys by which vLLM takes a part as media whatever its type says (a part with a uuid is classed by its keys)
+MEDIA_KEYS = frozenset({"image_url", "image_pil", "image_embeds", "audio_embeds", "video_embeds", "prompt_embeds",
+                        "audio_url", "input_audio", "video_url", "file", "input_image", "image"})  # fmt: skip
 
 
-def conversation(messages: Any, openai_format: bool, developer_role: bool) -> list[dict[str, Any]]:
-    """The messages the template sees; :class:`Uncountable` where a message cannot be taken as text."""
+def conversation(
+    messages: Any, openai_format: bool, developer_role: bool, reasoning_content: bool = False
+) -> list[dict[str, Any]]:
+    """The messages the template sees, with exactly the keys vLLM sets (a key set to None included: a template's
+    ``is defined`` test sees it); :class:`Uncountable` where a message cannot be taken as text. ``reasoning_content``:
+    the variant of an engine that reads an assistant's ``reasoning_content`` where ``reasoning`` is not given (the
+    caller counts both variants when a message carries it)."""
     if not isinstance(messages, list):
         raise Uncountable("messages is not a list")
-    return [_message(m, openai_format, developer_role) for m in messages]
+    return [_message(m, openai_format, developer_role, reasoning_content) for m in messages]
 
 
-def _message(message: Any, openai_format: bool, developer_role: bool) -> dict[str, Any]:
+def has_reasoning_content(messages: Any) -> bool:
+    return isinstance(messages, list) and any(isinstance(m, dict) and "reasoning_content" in m for m in messages)
+
+
+def _message(message: Any, openai_format: bool, developer_role: bool, reasoning_content: bool) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise Uncountable("a message is not an object with a string role")
     role: str = message["role"]
     if role == "developer" and not developer_role:
         role = "system"
     out: dict[str, Any] = {"role": role, "content": _content(message.get("content"), openai_format, role)}
-    if len(message) <= 2:  # role and content only
-        return out
-    for key in ("name", "tool_call_id", "task"):
+    if role == "assistant":
+        _assistant(message, out, reasoning_content)
+    elif role == "tool" and "tool_call_id" in message:  # whatever its value, None included
+        out["tool_call_id"] = message["tool_call_id"]
+    for key in ("name", "task"):
         if isinstance(message.get(key), str):
             out[key] = message[key]
-    for key in ("reasoning", "reasoning_content"):
-        if message.get(key) is not None:
-            out["reasoning"] = out["reasoning_content"] = _text(message[key])
-    if message.get("tool_calls"):
-        out["tool_calls"] = _tool_calls(message["tool_calls"])
     if role == "developer":
         out["tools"] = message.get("tools")
     return out
+
+
+def _assistant(message: dict[str, Any], out: dict[str, Any], reasoning_content: bool) -> None:
+    """An assistant's tool calls (an empty list dropped) and its reasoning, set under both names."""
+    calls = message.get("tool_calls")
+    if calls is not None and calls != []:
+        out["tool_calls"] = _tool_calls(calls)
+    reasoning = message.get("reasoning")
+    if reasoning is None and reasoning_content:
+        reasoning = message.get("reasoning_content")
+    if reasoning is not None:
+        out["reasoning"] = out["reasoning_content"] = _text(reasoning)
 
 
 def _content(content: Any, openai_format: bool, role: str) -> Any:
@@ -77,6 +99,10 @@ def _part(part: Any) -> dict[str, Any] | None:
     if not isinstance(part, dict):
         raise Uncountable("a content part is neither a string nor an object")
     kind = part.get("type")
+    if not isinstance(kind, str) or "uuid" in part:
+        raise Uncountable("a content part whose type is not a string, or with a uuid: the engine reads its keys")
+    if media := MEDIA_KEYS.intersection(part):
+        raise Uncountable(f"a content part with {sorted(media)[0]!r} (media): its tokens are not known")
     if kind == "tool_reference":
         return {"type": "tool_reference", "name": _text(part.get("name"))}
     if kind not in TEXT_KEYS:
@@ -110,7 +136,7 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             try:
-                arguments = orjson.loads(arguments)
+                arguments = loads_exact(arguments)
             except orjson.JSONDecodeError:
                 raise Uncountable("a tool call's arguments are not JSON") from None
         out.append({**call, "function": {**function, "arguments": arguments}})

@@ -1,8 +1,9 @@
 """The model's own chat template, rendered in process the way Hugging Face's ``apply_chat_template`` renders it
 (the renderer vLLM calls): a sandboxed, immutable Jinja environment with ``trim_blocks`` and ``lstrip_blocks``,
 loop controls, ``{% generation %}`` blocks, the ``tojson`` filter that does not escape HTML or non-ASCII, and
-the globals ``raise_exception`` and ``strftime_now``. A template that raises, or that cannot compile, makes the
-request uncountable (the caller then treats it as long): it never falls back to a guess."""
+the globals ``raise_exception`` and ``strftime_now`` (at the widest date). A template that raises, that prints
+anything but a string, number, boolean or None, or that cannot compile, makes the request uncountable (the caller
+then treats it as long): it never falls back to a guess."""
 
 from __future__ import annotations
 
@@ -27,8 +28,26 @@ def _raise(message: str) -> None:
     raise Uncountable(f"the chat template refused the conversation: {message}")
 
 
+WIDEST = datetime(2023, 9, 27, 23, 59, 59, 999999)  # a Wednesday in September, two-digit day and hour: longest names
+
+
 def _now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
+    """``strftime_now`` at the widest date, not now: the engine renders at its own moment, and a count made today
+    must not fall short of a render made on another day (a longer month or weekday name)."""
+    return WIDEST.strftime(fmt)
+
+
+PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """What an output may print: a string, a number, a boolean, None or nothing. A list, a dict or a method prints
+    its Python repr, which differs between the engine's objects and these (key order, extra keys, addresses)."""
+    from jinja2 import Undefined
+
+    if isinstance(value, (*PLAIN, Undefined)):
+        return value
+    raise Uncountable(f"the chat template prints a {type(value).__name__} as text: its repr is not counted")
 
 
 def _generation_extension() -> type:
@@ -56,7 +75,7 @@ class ChatTemplate:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         env = ImmutableSandboxedEnvironment(
-            trim_blocks=True, lstrip_blocks=True, extensions=[_generation_extension(), loopcontrols]
+            trim_blocks=True, lstrip_blocks=True, extensions=[_generation_extension(), loopcontrols], finalize=_plain
         )
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise

@@ -1,0 +1,60 @@
+"""One point's measurement: a bench of the sweep's scenarios at its concurrency levels against the point's engine,
+stored as a bench run of its own, and the figures the sweep keeps of each step (medians and percentiles of the ok
+requests, with their counts; the share within the SLO, from the records)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servelab.bench import SLO, Load, at_levels, expand, run_bench
+from servelab.core.records import RequestRecord
+from servelab.core.results.sweep import PointFigures
+from servelab.core.store import RunStore
+from servelab.core.summary import Summary
+from servelab.load import Target
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    scenarios: tuple[str, ...] = ("code-chat",)
+    concurrency: tuple[int, ...] = (1,)
+    requests: int = 8
+    max_tokens: int | None = 64
+
+
+def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) -> tuple[str, list[PointFigures]]:
+    """The bench run's id and each step's figures."""
+    scenarios = at_levels(expand(list(work.scenarios)), work.concurrency)
+    load = Load(requests=work.requests, max_tokens=work.max_tokens, warmup=1)
+    result = run_bench(store, [target], scenarios, load, goodput=slo, args={"sweep_point": target.name})
+    by_step: dict[str, list[RequestRecord]] = {}
+    for record in result.records:
+        by_step.setdefault(record.scenario, []).append(record)
+    figures = [_figures(step.scenario, step.labels.level, step.summary, by_step.get(step.scenario, []), slo)
+               for step in result.stored.steps]  # fmt: skip
+    return result.run_id, figures
+
+
+def _figures(
+    name: str, level: int | None, s: Summary, records: Sequence[RequestRecord], slo: SLO | None
+) -> PointFigures:
+    return PointFigures(
+        scenario=name,
+        concurrency=level,
+        requests=s.requests,
+        ok=s.ok,
+        tok_s_per_user=_finite(s.stream_tok_s.get("p50")),
+        aggregate_tok_s=_finite(s.aggregate_tok_s) if s.ok else None,
+        ttft_p50_ms=_finite(s.ttft_ms.get("p50")),
+        ttft_p95_ms=_finite(s.ttft_ms.get("p95")),
+        ttft_n=int(s.samples.get("ttft", 0)),
+        ttft_max_ms=_finite(s.maxima.get("ttft_ms")),
+        tok_s_n=int(s.samples.get("stream_tok_s", 0)),
+        itl_p95_ms=_finite(s.itl_ms.get("p95")),
+        slo_attained=slo.attained(list(records)) if slo is not None and records else None,
+    )
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value else float(value)

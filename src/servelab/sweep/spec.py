@@ -1,0 +1,79 @@
+"""A sweep written down (``--spec sweep.toml``): the same settings as the command line, every key known, a misspelled
+one refused with the nearest (``core.known_keys``). A grid axis's values are a list (``"--max-num-seqs" = [4, 8]``;
+``"-"`` leaves the flag out; ``true`` on a switch's list gives it), a point a string of flags.
+
+    engine = "vllm"
+    points = ["--max-num-seqs 4"]
+    scenarios = ["code-chat"]
+    concurrency = [1, 4]
+    [grid]
+    "--max-num-batched-tokens" = [512, 1024]
+    VLLM_CPU_KVCACHE_SPACE = [1, 2]
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from pydantic import Field
+
+from servelab.core.errors import UsageError
+from servelab.core.known_keys import StrictModel, validate
+from servelab.sweep.grid import LEAVE_OUT, SWITCH_ON, Axis, Grid, make_grid
+
+Value = str | int | float | bool
+
+
+class SweepSpec(StrictModel):
+    engine: str | None = None
+    model: str | None = None
+    config: str | None = None  # what the plan reads (a preset or folder), as --model-config
+    grid: dict[str, list[Value]] = Field(default_factory=dict)
+    points: list[str] = Field(default_factory=list)
+    scenarios: list[str] | None = None
+    concurrency: list[int] | None = None
+    requests: int | None = None
+    max_tokens: int | None = None
+    slo: str | None = None
+    gpu: str | None = None
+    alongside: list[str] = Field(default_factory=list)
+    try_all: bool | None = None
+    start_timeout: float | None = None
+
+    def to_grid(self) -> Grid:
+        axes = tuple(_axis(name, values) for name, values in self.grid.items())
+        base = make_grid([], self.points)
+        return Grid(axes, base.points)
+
+
+def _axis(name: str, values: list[Value]) -> Axis:
+    if not values:
+        raise UsageError(f"sweep spec: grid {name!r} has no values")
+    if name.startswith("-") and all(isinstance(v, bool) for v in values):
+        return Axis(name, tuple(SWITCH_ON if v else LEAVE_OUT for v in values), "switch")
+    words = tuple(dict.fromkeys(_word(v) for v in values))
+    kind = "flag" if name.startswith("-") else "env"
+    if kind == "env" and not name.replace("_", "").isalnum():
+        raise UsageError(f"sweep spec: grid {name!r} is neither a flag (starting with -) nor an environment variable")
+    return Axis(name, words, kind)
+
+
+def _word(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def read_spec(path: Path) -> SweepSpec:
+    """The spec file (TOML, or JSON by its suffix), every key checked."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read the sweep spec {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
+    return validate(SweepSpec, data, str(path))

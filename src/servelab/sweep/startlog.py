@@ -1,0 +1,82 @@
+"""What an engine's start-up log says it did: the KV cache it allocated (through plan's own log reader, the one
+``servelab plan --calibrate`` uses), the phases it timed, and whether its compiled graphs came from the cache.
+
+vLLM says "saved AOT compiled function" or "Compiling a graph ... takes" on a cold start and "Directly load" (the
+AOT function or the compiled graphs) on a cached one; llama.cpp compiles nothing (``none``). A log that says neither
+is ``unknown``, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from servelab.core.errors import ServelabError
+from servelab.core.results.sweep import CacheState, PointLogged, PointStart
+from servelab.plan import read_reported
+
+_PHASES = {  # phase -> the line that times it (vLLM 0.25 on a GPU, vLLM 0.32 on the CPU)
+    "weights load": re.compile(
+        r"Loading weights took ([\d.]+) seconds|Model loading took [\d.]+ GiB(?: memory)? "
+        r"and ([\d.]+) seconds"
+    ),
+    "torch.compile": re.compile(r"torch\.compile took ([\d.]+) s in total"),
+    "graph compile": re.compile(r"Compiling a graph for compile range .* takes ([\d.]+) s"),
+    "cache load": re.compile(r"Directly load the compiled graph\(s\) for compile range .* took ([\d.]+) s"),
+    "profile / warm-up run": re.compile(r"Initial profiling/warmup run took ([\d.]+) s"),
+    "CUDA graph capture": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
+    "init engine": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+}
+_COLD = re.compile(
+    r"saved AOT compiled function|Compiling a graph for compile range|Compiling model again due to a load"
+)
+_CACHED = re.compile(r"Directly load AOT compilation|Directly load the compiled graph")
+_SGLANG_KV = re.compile(r"KV Cache is allocated\. #tokens: (\d+)")
+_LLAMACPP = "llama_kv_cache"
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def logged(path: Path, engine: str) -> PointLogged:
+    """The engine's own allocation from its log; ``error`` says why a figure is missing."""
+    text = read_text(path)
+    if engine == "sglang":
+        found = _SGLANG_KV.findall(text)
+        return PointLogged(kv_tokens=int(found[-1])) if found else PointLogged(error="no 'KV Cache is allocated' line")
+    try:
+        r = read_reported(str(path))
+    except ServelabError as exc:
+        return PointLogged(error=str(exc))
+    return PointLogged(kv_tokens=r.tokens, kv_pool_bytes=r.available_bytes, weights_bytes=r.weights_bytes,
+                       cudagraph_bytes=r.cudagraph_bytes, max_concurrency=r.max_concurrency,
+                       context=r.max_model_len)  # fmt: skip
+
+
+def start_facts(path: Path, seconds: float | None) -> PointStart:
+    """The phases the log timed (the last of each: a log holds one start) and cold, cached, none or unknown."""
+    text = read_text(path)
+    phases = {}
+    for name, pattern in _PHASES.items():
+        found = pattern.findall(text)
+        if found:
+            last = found[-1]
+            value = next((v for v in last if v), None) if isinstance(last, tuple) else last
+            if value:
+                phases[name] = float(value)
+    return PointStart(seconds=seconds, cache=cache_state(text), phases=phases, log=str(path))
+
+
+def cache_state(text: str) -> CacheState:
+    """cold (compiled now), cached (loaded compiled graphs), none (llama.cpp compiles nothing), else unknown."""
+    if _CACHED.search(text):
+        return "cached"
+    if _COLD.search(text):
+        return "cold"
+    if _LLAMACPP in text:
+        return "none"
+    return "unknown"

@@ -1,0 +1,169 @@
+"""The plan's predicted speed: bytes a decode step reads (by hand for a dense and an MoE config), per-stream speed
+that never rises and aggregate that never falls with the concurrency, and a fit that recovers known constants
+from synthetic points with the held-out points reported apart."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servelab.cli import main
+from servelab.core.store import RunStore
+from servelab.load import Target
+from servelab.plan import preset_names, resolve_model, spec_from_config
+from servelab.plan.budget import scheme_of
+from servelab.plan.fit import Measured, fit_constants, split
+from servelab.plan.measured import points_from_runs
+from servelab.plan.quant import WeightEstimate, estimate_weights, scheme_for
+from servelab.plan.speed import Constants, decode_point, prefill_s, workload
+
+TINY: dict[str, Any] = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128, "vocab_size": 1000,
+                        "tie_word_embeddings": True, "max_position_embeddings": 4096}  # fmt: skip
+KV_PER_TOKEN = 2 * 2 * 16 * 2 * 2  # layers x (K and V) x kv heads x head dim x 2 bytes = 256
+
+
+def _work(config: dict[str, Any], weights: int | None = None):  # type: ignore[no-untyped-def]
+    spec = spec_from_config(config)
+    scheme = scheme_for("bf16")
+    given_weights = WeightEstimate(weights or estimate_weights(spec, scheme).bytes, "given")
+    return workload(spec, given_weights, scheme, 2.0), given_weights.bytes
+
+
+def test_bytes_a_step_by_hand_dense() -> None:
+    """Tied embeddings: every weight byte is read each step (the table is the lm_head), plus each stream's KV."""
+    work, _ = _work(TINY, 10**9)
+    nbytes, flops = work.decode_step(4, 1000)
+    assert nbytes == pytest.approx(10**9 + 4 * KV_PER_TOKEN * 1000)
+    active = 64000 + 2 * (64 * 64 * 2 + 64 * 32 * 2) + 2 * 3 * 64 * 128 + 64 * 5  # embedding, attention, MLP, norms
+    assert flops == pytest.approx(4 * (2 * active + 4 * 64 * 2 * 1000))
+
+
+def test_bytes_a_step_by_hand_moe() -> None:
+    """8 experts of 3 x 64 x 32 parameters in 2 MoE layers, 2 a token: a batch of c touches 8 (1 - (6/8)^c) a layer."""
+    moe = TINY | {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
+                  "intermediate_size": 32}  # fmt: skip
+    work, weights = _work(moe)  # the estimate itself: each expert's bytes are its bf16 parameters
+    expert = 3 * 64 * 32 * 2
+    for c, touched in ((1, 2.0), (4, 8 * (1 - 0.75**4))):
+        nbytes, _ = work.decode_step(c, 500)
+        assert nbytes == pytest.approx(weights - 8 * 2 * expert + 2 * touched * expert + c * KV_PER_TOKEN * 500)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    preset=st.sampled_from(preset_names()),
+    c=st.integers(1, 2048),
+    more=st.integers(1, 512),
+    length=st.integers(1, 1 << 17),
+    card=st.sampled_from([(3350.0, 989.4), (1008.0, 165.2), (273.0, 125.0)]),
+)
+def test_per_stream_speed_never_rises_and_aggregate_never_falls_with_concurrency(
+    preset: str, c: int, more: int, length: int, card: tuple[float, float]
+) -> None:
+    resolved = resolve_model(preset)
+    spec = resolved.spec
+    scheme = spec.quantization or scheme_for("bf16")
+    work = workload(spec, estimate_weights(spec, scheme), scheme, 2.0)
+    consts = Constants(*card)
+    low, high = decode_point(work, consts, c, length), decode_point(work, consts, c + more, length)
+    assert high.bytes_per_step >= low.bytes_per_step
+    assert high.tok_s_per_stream <= low.tok_s_per_stream * (1 + 1e-12)
+    assert high.tok_s_aggregate >= low.tok_s_aggregate * (1 - 1e-12)
+    assert prefill_s(work, consts, 1024, 8192, prompts=c + more) >= prefill_s(work, consts, 1024, 8192, prompts=c)
+
+
+def _synthetic(consts: Constants, noise: list[float] | None = None) -> tuple[Any, list[Measured]]:
+    """Points measured on an imaginary card with these constants: decode at 1 to 512 streams, short and long, and
+    at thousands of short streams, where the FLOPs bind."""
+    work = workload(*(lambda r: (r.spec, estimate_weights(r.spec, scheme_of(r, _req())), scheme_of(r, _req())))(
+        resolve_model("llama-3.1-8b")), 2.0)  # fmt: skip
+    points = []
+    shapes = [(c, n) for c in (1, 2, 4, 8, 16, 64, 128, 256, 512) for n in (600, 6000)]
+    for i, (c, length) in enumerate(shapes + [(c, 100) for c in (2048, 4096, 8192)]):
+        seconds, _ = consts.step_s(*work.decode_step(c, length))
+        factor = 1 + (noise[i % len(noise)] if noise else 0.0)
+        points.append(Measured(c, length, factor / seconds, f"synthetic c={c}"))
+    return work, points
+
+
+def _req():  # type: ignore[no-untyped-def]
+    from servelab.plan import PlanRequest
+
+    return PlanRequest(gpu_name="x", gpu_bytes=80 * 2**30, bandwidth_gbs=3350.0, context=8192, concurrency=1,
+                       quant=None, kv_dtype="auto")  # fmt: skip
+
+
+@settings(max_examples=10, deadline=None)
+@given(e_bw=st.floats(0.3, 0.95), e_fl=st.floats(0.05, 0.9), t0_ms=st.floats(0.2, 5.0))
+def test_the_fit_recovers_known_constants_from_synthetic_points(e_bw: float, e_fl: float, t0_ms: float) -> None:
+    truth = Constants(3350.0, 989.4, e_bw, e_fl, t0_ms / 1e3)
+    work, points = _synthetic(truth)
+    fit = fit_constants(work, Constants(3350.0, 989.4), points)
+    got = fit.constants
+    assert got.bandwidth_efficiency == pytest.approx(e_bw, rel=0.03)
+    assert got.step_overhead_s == pytest.approx(t0_ms / 1e3, rel=0.05, abs=2e-5)
+    if "FLOP efficiency" not in fit.undetermined:
+        assert got.flop_efficiency == pytest.approx(e_fl, rel=0.03)
+    assert fit.rms_fit < 0.01 and fit.rms_held_out is not None and fit.rms_held_out < 0.01
+
+
+def test_held_out_points_are_reported_apart_with_their_residuals() -> None:
+    """With 2% noise the residuals say so, and the held-out third are judged on constants fitted without them."""
+    truth = Constants(3350.0, 989.4, 0.7, 0.4, 1.5e-3)
+    work, points = _synthetic(truth, noise=[0.02, -0.02, 0.01, -0.01, 0.0])
+    fit = fit_constants(work, Constants(3350.0, 989.4), points)
+    fitted, held = split(points)
+    assert len(fit.held_out) == len(held) == len(points) // 3 and len(fit.rows) == len(points)
+    assert {r.point for r in fit.held_out} == set(held) and not set(held) & set(fitted)
+    assert 0.003 < fit.rms_fit < 0.03 and fit.rms_held_out is not None and 0.003 < fit.rms_held_out < 0.03
+    assert all(r.residual == pytest.approx(r.predicted_tok_s / r.point.tok_s - 1) for r in fit.rows)
+
+
+def test_too_few_points_is_a_clear_error() -> None:
+    from servelab.core.errors import UsageError
+
+    work, points = _synthetic(Constants(3350.0, 989.4))
+    with pytest.raises(UsageError, match="at least 3"):
+        fit_constants(work, Constants(3350.0, 989.4), points[:2])
+
+
+@pytest.mark.parametrize("sim", [["--max-running", "8", "--step-ms", "4"]], indirect=True)
+def test_plan_fit_reads_a_stored_bench_run(sim: Target, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bench at four concurrencies stored, then fitted: one point a step, every third held out, in --json."""
+    store = tmp_path / "runs.sqlite"
+    code = main(["bench", "--target", f"sim={sim.url}", "--scenario", "synthetic:64:24", "--sweep", "1,2,3,4",
+                 "--requests", "4", "--store", str(store), "--json"])  # fmt: skip
+    assert code == 0
+    capsys.readouterr()
+    with RunStore(store) as db:
+        points = points_from_runs(db, ["latest"])
+    assert sorted(p.concurrency for p in points) == [1, 2, 3, 4] and all(p.tok_s > 0 for p in points)
+    assert main(["plan", "smollm2-135m", "--gpu", "h200", "--fit", "latest", "--store", str(store), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["fit"]["rows"]) == 4 and sum(r["held_out"] for r in data["fit"]["rows"]) == 1
+    assert data["speed"]["constants"]["source"].startswith("fitted to 3 measured points (1 held out)")
+
+
+def test_a_fit_of_a_run_that_is_not_a_bench_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "runs.sqlite"
+    assert main(["plan", "smollm2-135m", "--gpu", "h200", "--store", str(store)]) == 0  # stores nothing
+    assert main(["plan", "smollm2-135m", "--gpu", "h200", "--fit", "nope", "--store", str(store)]) == 1
+    assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_the_plan_states_its_constants() -> None:
+    from servelab.plan import gpu, make_plan
+
+    card = gpu("h100-80gb")
+    req = replace(_req(), gpu_bytes=card.memory_bytes, bandwidth_gbs=card.bandwidth_gbs, tflops=card.tflops,
+                  concurrency=6)  # fmt: skip
+    plan = make_plan(resolve_model("llama-3.1-8b"), req)
+    assert plan.speed is not None and [p.concurrency for p in plan.speed.points] == [1, 4, 6, 16, 64]
+    assert plan.speed.constants.source == "defaults from the GPU table" and plan.speed.ttft_last_ms > 0

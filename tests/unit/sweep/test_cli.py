@@ -1,0 +1,29 @@
+"""Bad input to `servelab sweep` is said in a sentence with exit 2, before any engine starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servelab.cli import main
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ([], "needs at least one --grid axis or --point"),
+        (["--grid", "max-num-seqs 4"], "an axis is an engine flag"),
+        (["--grid", "-np 1", "--engine", "vlm"], "unknown engine 'vlm'"),
+        (["--grid", "-np 1", "--concurrency", "1,x"], "whole numbers separated by commas"),
+        (["--grid", "-np 1", "--gpu", "h100-80"], "h100-80"),
+        (["--grid", "-np 1", "--model", "/no/such/model"], "no such file or folder"),
+        (["--grid", "-np 1", "--resume", "x"], "--resume goes on with the stored run's own settings"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_starts(
+    args: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", "--store", str(tmp_path / "runs.sqlite"), *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err

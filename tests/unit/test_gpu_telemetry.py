@@ -1,0 +1,126 @@
+"""GPU telemetry through NVML on the run clock: with no NVML library or no GPU it records nothing and says so once
+a process; the sampler's own logic (what it reads, when, energy and joules per output token) is tested against a
+fake NVML module injected here: a fixture standing in for pynvml because no GPU is on this machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from servelab.core.store import RunStore
+from servelab.engines import gpu_telemetry
+from servelab.engines.gpu_telemetry import GpuSampler, say_once
+
+
+class FakeNvml:
+    """A fixture standing in for pynvml (no GPU is on this machine): two GPUs whose counters move with a clock the
+    test turns, the second without an energy counter (as cards before Volta)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+    def __init__(self, clock: list[int], devices: int = 2) -> None:
+        self.clock, self.devices, self.shut = clock, devices, 0
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        self.shut += 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self.devices
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetName(self, h: int) -> bytes:
+        return f"Fake GPU {h}".encode()
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
+        return SimpleNamespace(gpu=50 + h, memory=20 + h)
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> Any:
+        return SimpleNamespace(used=(h + 1) * 2**30 + self.clock[0])
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return 300_000 if h == 0 else 100_000  # milliwatts
+
+    def nvmlDeviceGetClockInfo(self, h: int, kind: int) -> int:
+        return 1980 if kind == self.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        if h == 1:
+            raise RuntimeError("not supported")
+        return 1_000_000 + self.clock[0] // 10**6 * 250  # mJ: 250 J a second
+
+
+def test_no_nvml_records_nothing_and_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing() -> Any:
+        raise ImportError("No module named 'pynvml'")
+
+    monkeypatch.setattr(gpu_telemetry, "load_nvml", missing)
+    monkeypatch.setattr(gpu_telemetry, "_SAID", set())
+    first, second = GpuSampler(), GpuSampler()
+    said = first.start()
+    assert said is not None and "nvidia-ml-py is not installed" in said
+    assert second.start() is None  # the same reason is not said again in this process
+    assert first.stop().samples == [] and second.stop().none_because == said
+    assert first.telemetry.summary(100)["joules_per_output_token"] is None
+
+
+def test_nvml_with_no_gpu_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoDriver(FakeNvml):
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gpu_telemetry, "_SAID", set())  # whatever an earlier test of this process said
+    assert "NVML found no GPU" in str(GpuSampler(nvml=NoDriver([0])).start())
+    assert GpuSampler(nvml=NoDriver([0])).start() is None  # said once a process
+    empty = GpuSampler(nvml=FakeNvml([0], devices=0))
+    empty.start()
+    assert empty.stop().none_because == "GPU telemetry: none recorded: NVML sees no GPU"
+
+
+def test_the_sampler_reads_every_gpu_on_the_run_clock_with_energy_per_token() -> None:
+    clock = [0]
+    nvml = FakeNvml(clock)
+    sampler = GpuSampler(interval_s=3600, nvml=nvml, clock=lambda: clock[0])  # the thread never ticks: the test does
+    assert sampler.start() is None
+    for _ in range(4):
+        clock[0] += 2 * 10**9  # two seconds a sample
+        sampler._sample_all()
+    telemetry = sampler.stop()  # one last sample at 8 s... plus the stop's own, at the same time
+    assert nvml.shut == 1 and telemetry.gpus == ["Fake GPU 0", "Fake GPU 1"]
+    assert [s.t_s for s in telemetry.samples if s.gpu == 0] == [0.0, 2.0, 4.0, 6.0, 8.0, 8.0]
+    summary = telemetry.summary(output_tokens=1000)
+    assert summary["gpus"]["0"]["energy_j"] == pytest.approx(8 * 250)  # the counter's difference
+    assert summary["gpus"]["1"]["energy_j"] == pytest.approx(8 * 100)  # no counter: 100 W integrated over 8 s
+    assert summary["joules_per_output_token"] == pytest.approx((2000 + 800) / 1000)
+    assert summary["gpus"]["1"]["sm_util_mean"] == 51 and summary["gpus"]["0"]["power_w_mean"] == 300
+    stored = telemetry.stored(1000)
+    assert len(stored["samples"]) == 12 and stored["samples"][0]["mem_clock_mhz"] == 2619
+
+
+def test_a_bench_run_keeps_what_telemetry_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench's hook: a run stores its GPU summary, here the reason nothing was recorded (no GPU)."""
+    from servelab.bench.run import BenchSession
+    from servelab.load import Target
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml fails, as on a machine without it
+    monkeypatch.setattr(gpu_telemetry, "_SAID", set())
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        session = BenchSession(store, "bench", [Target("t", "http://127.0.0.1:9/v1", "m")], {}, {})
+        with session.running():
+            pass
+        kept = store.summaries(session.run_id)["bench/gpu"]
+    assert kept["samples"] == [] and "not installed" in kept["none_because"]
+    assert any("GPU telemetry" in w for w in session.result.warnings)
+
+
+def test_say_once() -> None:
+    assert say_once("a unique reason for this test") == "a unique reason for this test"
+    assert say_once("a unique reason for this test") is None
