@@ -56,6 +56,8 @@ PUBLIC: dict[str, list[str]] = {
                       "default_workers", "described", "expand", "filler_text", "fit_filler", "load_scenario",
                       "parse_target", "payload", "read_prompts", "resolve", "resolve_all", "run_in_workers",
                       "scenario_names", "target_specs", "token_counter"],
+    "servelab.load.cluster": ["ClockMap", "Exchange", "RayUnavailable", "actor_count", "best", "connect",
+                              "disconnect", "mapped", "require_ray", "run_on_ray", "unaligned"],
     "servelab.load.sessions": ["Conversation", "PRESETS", "Prompt", "SessionRun", "SessionScript", "SessionSpec",
                                "Span", "Think", "Trace", "TraceRequest", "TraceRun", "TurnScript", "fit_spec",
                                "hit_share", "needed", "of_spec", "overlap_blocks", "parse_think", "preset",

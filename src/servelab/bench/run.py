@@ -13,6 +13,7 @@ from typing import Any, Literal
 from servelab.bench.compare import side_by_side
 from servelab.bench.confirm import more_workers, relieved, with_relief
 from servelab.bench.metrics import Scraper, derive, series
+from servelab.bench.nodes import step_hosts, with_nodes
 from servelab.bench.sizing import no_verdict, sized, slo_requests
 from servelab.bench.slo import SLO, Search, search_max_level, search_max_rate
 from servelab.bench.verdict import bottleneck
@@ -26,6 +27,7 @@ from servelab.engines.gpu_telemetry import GpuSampler
 from servelab.engines.local_server import FrontendCpu
 from servelab.engines.manifest import build_manifest
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
+from servelab.load.cluster import run_on_ray
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Target, room
 from servelab.load.scenarios import Scenario
 from servelab.load.sessions import fit_spec, run_sessions, session_figures, step_labels
@@ -85,6 +87,9 @@ async def _run_target_scenario(
     try:
         if scenario.sessions is not None or scenario.trace is not None:
             result = await run_sessions(target, scenario, load, sink)
+            result.warnings += ["a session or trace workload runs from this host alone, not on Ray"] if load.ray else []
+        elif load.ray:
+            result = await run_on_ray(target, scenario, load, sink, load.ray, ready=scraper.mark)
         elif workers > 1:
             result = await run_in_workers(target, scenario, load, sink, workers=workers, ready=scraper.mark)
         else:
@@ -156,8 +161,10 @@ class BenchSession:
         labels = sorted({r.scenario for r in res.records})
         mine = {label: [r for r in res.records if r.scenario == label] for label in labels}
         unjudged = {label: no_verdict(mine[label], level) for label in labels}
-        verdicts = {label: bottleneck(mine[label], got, res.clients, open_loop, frontend, res.records)
-                    for label in labels if unjudged[label] is None}  # fmt: skip
+        if unjudged_all := step_hosts(self.recorder, f"{target.name}/{scenario.name}", res, self.scrape_interval):
+            unjudged = {label: unjudged[label] or unjudged_all for label in labels}
+        verdicts = {label: with_nodes(bottleneck(mine[label], got, res.clients, open_loop, frontend, res.records),
+                                      res.clients) for label in labels if unjudged[label] is None}  # fmt: skip
         if self.confirm and any(v.limit == "client" for v in verdicts.values()):
             relief = self._relieve(target, scenario, load, res)
             verdicts = {k: with_relief(v, relief, open_loop) if relief and v.limit == "client" else v

@@ -51,6 +51,7 @@ from servelab.core.errors import UsageError
 from servelab.core.stats import Interval
 from servelab.core.store import RunStore
 from servelab.core.terminal import line
+from servelab.load.cluster import connect as connect_ray
 from servelab.report import compare_table, rich_table
 
 
@@ -139,6 +140,12 @@ def bench(
         help="Load-generating processes, each with its own event loop (default: one per 32 streams or 32 req/s, "
         "up to half the cores).",
     ),
+    ray: str | None = typer.Option(
+        None,
+        "--ray",
+        help="The load from Ray actors spread over a cluster's nodes: auto (the cluster this host is in) or HEAD:PORT "
+        "(pip install 'servelab[ray]'; --workers: how many actors, default one per node or per 32 streams).",
+    ),
     confirm: bool = typer.Option(
         False,
         "--confirm",
@@ -185,6 +192,8 @@ def bench(
     scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
     if slo_over == "sessions" and not all(s.sessions for s in scenarios):
         raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
+    if ray:
+        connect_ray(ray)  # Ray missing or no cluster there: said before any server is asked
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
     load = Load(
         requests=requests or DEFAULT_REQUESTS,
@@ -199,6 +208,7 @@ def bench(
         unique_prefix=unique,
         fixed_output=fixed_output,  # type: ignore[arg-type]
         workers=workers,
+        ray=ray,
     )
     bar = steps(not json_out)
     if levels:
@@ -219,6 +229,7 @@ def bench(
         "trace": None if trace is None else str(trace),
         "trace_speed": trace_speed,
         "workers": workers,
+        "ray": ray,
         "goodput": goodput,
         "confirm": confirm,
     }

@@ -26,7 +26,7 @@ class RunRecorder:
         resume: str | None = None,
     ) -> None:
         """A new run of ``kind``; with ``resume``, that stored run reopened (running again, what it holds kept)."""
-        self.store, self.on_record = store, on_record
+        self.store, self.on_record, self.manifest = store, on_record, manifest
         if resume is None:
             self.run_id = store.create_run(kind, manifest)
         else:
@@ -40,6 +40,11 @@ class RunRecorder:
         self.store.add_record(self.run_id, record)
         if self.on_record is not None:
             self.on_record(record)
+
+    def note(self, key: str, name: str, value: Any) -> None:
+        """``manifest[key][name] = value``, stored at once (what a step learnt of the run's setting)."""
+        self.manifest.setdefault(key, {})[name] = value
+        self.store.set_manifest(self.run_id, self.manifest)
 
     def summary(self, name: str, data: dict[str, Any]) -> None:
         """Raw material kept beside the result (an eval's items, so it can be graded again)."""

@@ -146,6 +146,10 @@ class RunStore:
         )
         return run_id
 
+    def set_manifest(self, run_id: str, manifest: dict[str, Any]) -> None:
+        """The run's manifest, grown by what the run learnt as it went (a Ray step's clock offsets)."""
+        self._db.execute("UPDATE runs SET manifest = ? WHERE run_id = ?", (json.dumps(manifest), run_id))
+
     def add_record(self, run_id: str, record: RequestRecord) -> None:
         self._db.execute(
             "INSERT INTO records (run_id, seq, request_id, target, scenario, error, data) "

@@ -42,6 +42,7 @@ class Load:
     unique_prefix: bool = True  # False: byte-identical requests, to match another tool's workload exactly
     keep_cancelled: bool = False  # True: a request cut off by the run's end is recorded too (as cancelled)
     workers: int | None = 1  # load-generating processes (None: chosen from the load and the cores)
+    ray: str | None = None  # the load from actors on this Ray cluster ("auto" or HEAD:PORT; None: this host alone)
     per_stream: int = 0  # a closed loop sends at least this many requests per stream (bench.sizing; 0: ``requests``)
 
 
@@ -70,6 +71,7 @@ class ScenarioResult:
     warnings: list[str] = field(default_factory=list)
     stopped_early: str | None = None
     clients: list[ClientLoad] = field(default_factory=list)  # one per load-generating process
+    hosts: list[dict[str, Any]] = field(default_factory=list)  # Ray: each actor's node and clock offset (its bound)
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,31 +246,46 @@ def _take(taken: Any, requests: int | None) -> int | None:
 
 
 async def _work(job: Job, conn: Connection, taken: Any, start: Any, go: Event) -> None:
+    async def started() -> int:
+        await asyncio.to_thread(go.wait)
+        return int(start.value)
+
+    try:
+        await work(job, conn.send, lambda: _take(taken, job.load.requests), started)
+    finally:
+        conn.close()
+
+
+Send = Callable[[tuple[Any, ...]], None]
+
+
+async def work(job: Job, send: Send, take: Callable[[], int | None], started: Callable[[], Awaitable[int]]) -> None:
+    """The worker loop, wherever it runs (a process here, a Ray actor on another host): ready, then its share of the
+    step from the start ``started`` gives (on this host's monotonic clock), its records sent as they finish (every
+    ``FLUSH_S``, with its in-flight count), then its client load: ``ready``, ``records``..., ``done``."""
     batch: list[RequestRecord] = []
     run = ScenarioRun(job.target, job.scenario, job.load, batch.append, job.labels)
     run.monitor.worker = job.worker
-    conn.send(("ready",))
-    await asyncio.to_thread(go.wait)
-    share = Share(job.worker, job.workers, job.streams, lambda: _take(taken, job.load.requests), int(start.value))
+    send(("ready",))
+    share = Share(job.worker, job.workers, job.streams, take, await started())
     await asyncio.sleep(max(0.0, ((share.start_ns or 0) - time.perf_counter_ns()) / 1e9))  # all start together
-    flusher = asyncio.create_task(_flush(conn, batch, run))
+    flusher = asyncio.create_task(_flush(send, batch, run))
     run.monitor.start()
     try:
         await run.drive(share)
     finally:
         flusher.cancel()
         client = await run.monitor.stop()
-        _send_batch(conn, batch, 0)
-        conn.send(("done", client, run.result.warnings, run.result.stopped_early))
-        conn.close()
+        _send_batch(send, batch, 0)
+        send(("done", client, run.result.warnings, run.result.stopped_early))
 
 
-def _send_batch(conn: Connection, batch: list[RequestRecord], in_flight: int) -> None:
-    conn.send(("records", list(batch), in_flight))
+def _send_batch(send: Send, batch: list[RequestRecord], in_flight: int) -> None:
+    send(("records", list(batch), in_flight))
     batch.clear()
 
 
-async def _flush(conn: Connection, batch: list[RequestRecord], run: ScenarioRun) -> None:
+async def _flush(send: Send, batch: list[RequestRecord], run: ScenarioRun) -> None:
     while True:
         await asyncio.sleep(FLUSH_S)
-        _send_batch(conn, batch, run.monitor.in_flight)
+        _send_batch(send, batch, run.monitor.in_flight)

@@ -27,6 +27,7 @@ class ClientLoad(Model):
     requests: int = 0  # finished (recorded) by this process
     in_flight_max: int = 0
     died: str | None = None  # why it stopped before its share was done (its in-flight requests are lost)
+    node: str | None = None  # the cluster node it ran on (a Ray actor; None: this host)
 
 
 Limit = Literal["client", "server frontend", "engine", "server"]
@@ -52,6 +53,7 @@ class Bottleneck(Model):
     near: list[Limit] = Field(default_factory=list)  # other sides near their own limits: relieved, it moves there
     evidence: dict[str, Scalar] = Field(default_factory=dict)
     relieved: Relieved | None = None  # the step again with the named side relieved, where that was asked
+    nodes: dict[str, str] = Field(default_factory=dict)  # Ray: each node's load processes, and whether they kept up
 
 
 class Goodput(Model):
