@@ -86,3 +86,21 @@ def test_rate_search_tries_the_limit_itself_and_stops_when_the_start_fails() -> 
     tried: list[float] = []
     none = search_max_rate(lambda r: tried.append(r) or [rec(999, 1)], SLO(ttft_ms=300), start=1.0, limit=10.0)
     assert none.best is None and tried == [1.0]
+
+
+def test_warm_turns_leave_out_each_sessions_first_turn_only() -> None:
+    """The first turn of a session is judged by "all", left out by "warm"; records with no turn (a plain step) are
+    judged either way, so "warm" never empties a step that has records."""
+    from dataclasses import replace
+
+    from servelab.core.records import Labels
+
+    def turn(n: int | None, ttft: float) -> RequestRecord:
+        return replace(rec(ttft, 20), labels=Labels(step="s", session=0, turn=n))
+
+    cold, warm = turn(1, 5000), turn(2, 100)
+    every, later = SLO(ttft_ms=300, attainment=1.0), SLO(ttft_ms=300, attainment=1.0, turns="warm")
+    assert not every.met([cold, warm]) and later.met([cold, warm])
+    assert later.attained([cold, warm, turn(3, 400)]) == 0.5
+    assert later.judged([turn(None, 5000)]) and not later.met([turn(None, 5000)])
+    assert not later.met([cold])  # only first turns: nothing judged, never met

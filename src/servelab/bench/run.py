@@ -197,7 +197,9 @@ class BenchSession:
         over: Literal["rate", "sessions", "concurrency"] = (
             "rate" if found.over == "rate" else "sessions" if sessions else "concurrency"
         )
-        self.stored.slo[target] = SloSearch(over=over, best=found.best, tried=found.tried, slo=asdict(slo))
+        limits = {k: v for k, v in asdict(slo).items() if k != "turns"}
+        self.stored.slo[target] = SloSearch(over=over, best=found.best, tried=found.tried, slo=limits,
+                                            turns="warm" if slo.turns == "warm" else "all")  # fmt: skip
         self.recorder.result(self.stored)
 
     @contextmanager

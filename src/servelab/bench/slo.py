@@ -26,6 +26,14 @@ class SLO:
     e2e_ms: float | None = None
     attainment: float = 0.9
     itl_ms: float | None = None  # "itl=": every gap between the request's chunks (its longest within the limit)
+    turns: str = "all"  # sessions: "warm" judges only a session's later turns (its first is a cold prefill by design)
+
+    def judged(self, records: Sequence[RequestRecord]) -> list[RequestRecord]:
+        """The records the SLO is held against: all, or with ``turns="warm"`` those past a session's first turn
+        (a record with no turn label is always judged: the filter never empties a non-session step)."""
+        if self.turns != "warm":
+            return list(records)
+        return [r for r in records if r.labels.turn is None or r.labels.turn > 1]
 
     def good(self, record: RequestRecord) -> bool:
         """Errors are never good (goodput counts them as failures)."""
@@ -36,10 +44,11 @@ class SLO:
         return all(limit is None or (value is not None and value <= limit) for limit, value in checks)
 
     def attained(self, records: Sequence[RequestRecord]) -> float:
-        return sum(self.good(r) for r in records) / len(records) if records else 0.0
+        judged = self.judged(records)
+        return sum(self.good(r) for r in judged) / len(judged) if judged else 0.0
 
     def met(self, records: Sequence[RequestRecord]) -> bool:
-        return bool(records) and self.attained(records) >= self.attainment
+        return bool(self.judged(records)) and self.attained(records) >= self.attainment
 
     def limits(self) -> dict[str, float | None]:
         """The limits as stored with a run (``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``)."""

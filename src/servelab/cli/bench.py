@@ -6,7 +6,7 @@ import csv
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import typer
@@ -129,6 +129,11 @@ def bench(
     slo_attainment: float = typer.Option(
         0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests that must meet the SLO."
     ),
+    slo_turns: str = typer.Option(
+        "all",
+        "--slo-turns",
+        help="Session scenarios: the turns the SLO judges, all or warm (past each session's first, cold, turn).",
+    ),
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1, help="Upper bound of the SLO search."),
     max_rate: float = typer.Option(64.0, "--max-rate", min=0.001, help="Upper bound of an SLO search over rate."),
     start_rate: float = typer.Option(0.5, "--start-rate", min=0.001, help="First rate of an SLO search over rate."),
@@ -192,6 +197,7 @@ def bench(
     scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
     if slo_over == "sessions" and not all(s.sessions for s in scenarios):
         raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
+    _check_slo_turns(slo_turns, scenarios)
     if ray:
         connect_ray(ray)  # Ray missing or no cluster there: said before any server is asked
     targets = targets_from(target, model, api_key, quiet=json_out, needed_by="bench")
@@ -223,6 +229,7 @@ def bench(
         "rate_sweep": rate_sweep,
         "slo": slo,
         "slo_over": slo_over,
+        "slo_turns": slo_turns,
         "sessions": sessions,
         "turns": turns,
         "think_time": think_time,
@@ -243,7 +250,8 @@ def bench(
 
         if slo:
             bounds = SearchBounds(slo_over, max_rate if slo_over == "rate" else max_concurrency, start_rate)
-            _search(db, targets, scenarios, load, parse_slo(slo, slo_attainment), bounds, step, run_args, json_out)
+            judged = replace(parse_slo(slo, slo_attainment), turns=slo_turns)
+            _search(db, targets, scenarios, load, judged, bounds, step, run_args, json_out)
             return
         result = run_bench(
             db,
@@ -280,6 +288,15 @@ def bench(
 def bottlenecks(steps: list[Step]) -> dict[str, str]:
     """``target/step`` -> what limited it."""
     return {f"{s.target}/{s.scenario}": s.bottleneck.limit for s in steps if s.bottleneck}
+
+
+def _check_slo_turns(turns: str, scenarios: list[Scenario]) -> None:
+    """``warm`` judges a session's later turns: refused where a scenario has no sessions (it would judge nothing
+    differently, and say it had)."""
+    if turns not in ("all", "warm"):
+        raise UsageError(f"--slo-turns is all or warm, got {turns!r}")
+    if turns == "warm" and not all(s.sessions for s in scenarios):
+        raise UsageError("--slo-turns warm judges session scenarios only", hint="--scenario agentic-coding")
 
 
 def parse_levels(text: str) -> list[int]:

@@ -167,7 +167,8 @@ def _slo_text(search: SloSearch) -> str:
     names = (("ttft_ms", "TTFT"), ("itl_ms", "every ITL gap"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
     limits = [f"{label} <= {search.slo[k]:g} ms" for k, label in names if search.slo.get(k)]
     share = search.slo.get("attainment")
-    return ", ".join(limits) + (f" for {share:.0%} of requests" if isinstance(share, float) else "")
+    judged = "of the turns past each session's first" if search.turns == "warm" else "of requests"
+    return ", ".join(limits) + (f" for {share:.0%} {judged}" if isinstance(share, float) else "")
 
 
 def _slo_table(target: str, search: SloSearch) -> Table:

@@ -112,6 +112,7 @@ class SloSearch(Model):
     best: float | None  # the highest level within the SLO; None when even the lowest missed it
     tried: list[tuple[float, float, bool]]  # level, attainment, met
     slo: dict[str, float | None]  # ttft_ms, tpot_ms, e2e_ms, attainment
+    turns: Literal["all", "warm"] = "all"  # sessions: "warm" judged only the turns past each session's first
 
 
 class BenchRun(RunResult):
