@@ -5,10 +5,9 @@ search finds the session count the fixture's capacity holds, and no more."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
