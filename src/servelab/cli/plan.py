@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from servelab.cli._common import JsonOption, StoreOption, console, finite, open_store, print_json
-from servelab.cli.plan_speed import show_fit, show_speed
+from servelab.cli.plan_speed import held_levels, show_fit, show_speed
 from servelab.core.errors import UsageError
 from servelab.core.terminal import line, styled
 from servelab.plan import (
@@ -96,6 +96,12 @@ def plan(
         help="A stored bench or sweep run (id, prefix or 'latest'; RUN:TARGET for one of several) of "
         "this model on this card: fit the speed constants to its measured steps; repeat.",
     ),
+    hold_out: str | None = typer.Option(
+        None,
+        "--hold-out",
+        help="With --fit: the concurrencies whose steps are left out of the fit and predicted, like 1,4 "
+        "(default: every third point).",
+    ),
     prompt_tokens: int = typer.Option(
         1024, "--prompt-tokens", min=1, max=1 << 34, help="The prompt whose prefill and queued TTFT are predicted."
     ),
@@ -149,9 +155,13 @@ def plan(
     request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
     fitted = None
+    if hold_out is not None and not fit:
+        raise UsageError(
+            "--hold-out goes with --fit RUN", hint="servelab plan MODEL --gpu CARD --fit RUN --hold-out 1,4"
+        )
     if fit:
         with open_store(store) as db:
-            fitted = fit_from_runs(resolved, request, db, fit)
+            fitted = fit_from_runs(resolved, request, db, fit, held_levels(hold_out))
         request = replace(request, speed_constants=fitted.constants)
     request, result = plan_model(resolved, request)
     comparison = compare_with(resolved, request, result, reported) if reported else None

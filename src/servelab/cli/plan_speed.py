@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from servelab.cli._common import console
+from servelab.core.errors import UsageError
 from servelab.plan import Fit, SpeedPrediction
 
 
@@ -45,3 +46,13 @@ def show_fit(fit: Fit) -> None:
     for name in fit.undetermined:
         out.print(f"note: the {name} is not determined by these points (none was bound by it): the default is kept "
                   "where it is higher")  # fmt: skip
+
+
+def held_levels(text: str | None) -> frozenset[int] | None:
+    """``--hold-out 1,4`` as the set of concurrencies held out of a fit; None: the fit's own every third point."""
+    if text is None:
+        return None
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if not words or not all(w.isdigit() and int(w) >= 1 for w in words):
+        raise UsageError(f"--hold-out wants concurrencies like 1,4, got {text!r}")
+    return frozenset(int(w) for w in words)

@@ -53,9 +53,12 @@ class Fit:
         return [r for r in self.rows if r.held_out]
 
 
-def split(points: list[Measured]) -> tuple[list[Measured], list[Measured]]:
-    """(fitted, held out): every third point by (concurrency, length) held out, from four points on."""
+def split(points: list[Measured], hold_out: frozenset[int] | None = None) -> tuple[list[Measured], list[Measured]]:
+    """(fitted, held out): the points at the ``hold_out`` concurrencies where given, else every third point by
+    (concurrency, length) held out, from four points on."""
     ordered = sorted(points, key=lambda p: (p.concurrency, p.length, p.tok_s))
+    if hold_out is not None:
+        return [p for p in ordered if p.concurrency not in hold_out], [p for p in ordered if p.concurrency in hold_out]
     if len(ordered) < 4:
         return ordered, []
     out = [i % HOLD_OUT_EVERY == HOLD_OUT_EVERY - 1 for i in range(len(ordered))]
@@ -81,13 +84,19 @@ def _best(memory: np.ndarray, compute: np.ndarray, y: np.ndarray, bw: np.ndarray
     return float(bw[i]), float(fl[j]), float(t0[i, j]), float(loss[i, j])
 
 
-def fit_constants(work: Workload, base: Constants, points: list[Measured]) -> Fit:
+def fit_constants(
+    work: Workload, base: Constants, points: list[Measured], hold_out: frozenset[int] | None = None
+) -> Fit:
     """The constants that best predict ``points`` (the held-out ones apart), with every residual."""
     if any(p.tok_s <= 0 or p.concurrency < 1 or p.length < 0 for p in points):
         raise UsageError("a measured point has no speed, concurrency or length: it cannot be fitted")
-    fitted, held = split(points)
+    fitted, held = split(points, hold_out)
+    if hold_out is not None and (missing := sorted(hold_out - {p.concurrency for p in points})):
+        raise UsageError(f"--hold-out {', '.join(map(str, missing))}: no measured step at that concurrency",
+                         hint=f"measured: {', '.join(map(str, sorted({p.concurrency for p in points})))}")  # fmt: skip
     if len(fitted) < 3:
-        raise UsageError(f"{len(points)} measured points: the fit needs at least 3 (steps at several concurrencies)")
+        raise UsageError(f"{len(fitted)} measured points left to fit: the fit needs at least 3 (steps at several "
+                         "concurrencies besides the held-out ones)")  # fmt: skip
     memory, compute, y = _terms(work, base, fitted)
     bw, fl, t0, _ = _best(memory, compute, y, COARSE, COARSE)
     for span in ZOOM:  # finer grids around the best, each within the last one's step

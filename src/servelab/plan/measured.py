@@ -52,11 +52,13 @@ def points_from_runs(store: RunStore, refs: list[str]) -> list[Measured]:
     return points
 
 
-def fit_from_runs(resolved: Resolved, req: PlanRequest, store: RunStore, refs: list[str]) -> Fit:
+def fit_from_runs(
+    resolved: Resolved, req: PlanRequest, store: RunStore, refs: list[str], hold_out: frozenset[int] | None = None
+) -> Fit:
     """The card's speed constants fitted to the runs' measured steps of this model (the plan's weights, KV dtype
     and tensor parallelism), from the request's peaks."""
     if not (req.bandwidth_gbs and req.tflops):
         raise UsageError("--fit needs the card's peak bandwidth and FLOPs: give --gpu, not --gpu-mem")
     weights = weights_for(resolved, req)
     work = workload(resolved.spec, weights, scheme_of(resolved, req), kv_dtype_bytes(req.kv_dtype), req.tp)
-    return fit_constants(work, Constants(req.bandwidth_gbs, req.tflops), points_from_runs(store, refs))
+    return fit_constants(work, Constants(req.bandwidth_gbs, req.tflops), points_from_runs(store, refs), hold_out)

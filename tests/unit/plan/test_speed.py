@@ -167,3 +167,29 @@ def test_the_plan_states_its_constants() -> None:
     plan = make_plan(resolve_model("llama-3.1-8b"), req)
     assert plan.speed is not None and [p.concurrency for p in plan.speed.points] == [1, 4, 6, 16, 64]
     assert plan.speed.constants.source == "defaults from the GPU table" and plan.speed.ttft_last_ms > 0
+
+
+def test_hold_out_leaves_the_named_concurrencies_out_of_the_fit() -> None:
+    """--hold-out 1,4: every point at those concurrencies predicted by constants fitted on the others alone (with
+    2% noise on the fitted points and none on the held-out ones, their residuals are the fit's error alone)."""
+    truth = Constants(3350.0, 989.4, 0.7, 0.4, 1.5e-3)
+    work, points = _synthetic(truth)
+    noisy = [p if p.concurrency in (1, 4) else replace(p, tok_s=p.tok_s * (1.02 if i % 2 else 0.98))
+             for i, p in enumerate(points)]  # fmt: skip
+    fit = fit_constants(work, Constants(3350.0, 989.4), noisy, frozenset({1, 4}))
+    assert {r.point.concurrency for r in fit.held_out} == {1, 4} and len(fit.held_out) == 4
+    assert not any(r.point.concurrency in (1, 4) for r in fit.rows if not r.held_out)
+    assert fit.rms_held_out is not None and fit.rms_held_out < 0.03
+    from servelab.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="no measured step at that concurrency"):
+        fit_constants(work, Constants(3350.0, 989.4), points, frozenset({3}))
+    with pytest.raises(UsageError, match="at least 3"):
+        fit_constants(work, Constants(3350.0, 989.4), points[:6], frozenset({1, 2}))
+
+
+def test_hold_out_without_fit_or_with_a_bad_level_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "smollm2-135m", "--gpu", "h200", "--hold-out", "1,4"]) == 2
+    assert "--hold-out goes with --fit" in capsys.readouterr().err
+    assert main(["plan", "smollm2-135m", "--gpu", "h200", "--fit", "latest", "--hold-out", "one"]) == 2
+    assert "--hold-out wants concurrencies" in capsys.readouterr().err
