@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# On the GPU host (H200, vLLM 0.25.1 from the kit, dummy weights): the seeds' runs for issues 37 and 38, one stage a
+# command, each inside the device's 600 s. Everything a stage measured is packed into OUT/STAGE.tgz (its run store,
+# the engine's start-up log, nvidia-smi); the summary goes to stdout. The run store lives in /tmp/slhome across
+# stages (files outside the checkout stay while the host is held).
+#   setup   the kit's install (its last part carried) and the model folders; servelab's imports checked
+#   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
+#           after its weights): decode at 1-16 streams, then the session capacity search (agentic-100k.toml)
+#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager) at 128K and 0.62: decode, then the session capacity search
+#   dense   Llama-3.1-8B (eager): decode at 1-16 streams
+#   sweep   seed 000's questions on Laguna (sweep-seed000.toml); interrupted at the stage's budget, resumable
+#   resume  the sweep resumed
+# usage: bash benchmarks/gpu/seed_runs.sh STAGE [STAGE ...] OUT        (BUDGET_S=570 for the whole command)
+set -uo pipefail
+OUT=${!#}; STAGES=("${@:1:$#-1}"); mkdir -p "$OUT"
+KIT=.gpu-kit; URL=http://127.0.0.1:8000; BUDGET=${BUDGET_S:-570}
+export PYTHONPATH=/tmp/site:$PWD/src SERVELAB_HOME=/tmp/slhome PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+mkdir -p /tmp/slhome
+left() { echo $((BUDGET - SECONDS)); }
+sl() { timeout -k 10 "$(left)" python3 -m servelab "$@"; }
+
+serve() {  # MODEL_DIR LABEL [vllm args]: a fresh server, its log kept
+  local model=$1 label=$2; shift 2
+  bash benchmarks/gpu/stop_server.sh
+  SERVE_LOG=/tmp/w/serve-$label.log SERVE_TIMEOUT=$(($(left) - 60)) setsid bash $KIT/serve.sh "$model" "$@" </dev/null \
+    >/tmp/w/serve-$label.txt 2>&1
+  local rc=$?; tail -12 /tmp/w/serve-$label.txt; echo "serve $label rc=$rc at ${SECONDS}s"; return $rc
+}
+decode() {  # LABEL: closed-loop decode at 1-16 streams (2,048-token prompts, 128 tokens out), the fit's points
+  sl bench --target "$1=$URL" --scenario synthetic:2048:128 --sweep 1,2,4,8,16 --requests 16 --max-tokens 128 \
+    >/tmp/w/decode-$1.txt 2>&1
+  echo "decode $1 rc=$? at ${SECONDS}s"; grep -E "synthetic|tok/s" /tmp/w/decode-$1.txt | head -12
+}
+sessions() {  # LABEL: the highest number of concurrent sessions whose warm turns keep TTFT within 3 s
+  sl bench --target "$1=$URL" --scenario benchmarks/gpu/agentic-100k.toml --slo ttft=3s --slo-over sessions \
+    --slo-turns warm --max-concurrency "${2:-4}" >/tmp/w/sessions-$1.txt 2>&1
+  echo "sessions $1 rc=$? at ${SECONDS}s"; tail -25 /tmp/w/sessions-$1.txt
+}
+pack() {
+  nvidia-smi >/tmp/w/nvidia-smi-$1.txt 2>&1
+  cp /tmp/slhome/runs.sqlite /tmp/w/runs.sqlite 2>/dev/null
+  tar czf "$OUT/$1.tgz" -C /tmp/w . && ls -la "$OUT"
+}
+
+for STAGE in "${STAGES[@]}"; do
+  rm -rf /tmp/w; mkdir -p /tmp/w; echo "== $STAGE at ${SECONDS}s"
+  case $STAGE in
+    setup)
+      bash $KIT/install.sh || exit 3
+      bash benchmarks/gpu/make_model_dirs.sh $KIT >/dev/null
+      python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
+    laguna)
+      serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 --gpu-memory-utilization 0.885 \
+        && decode laguna && sessions laguna 4
+      bash benchmarks/gpu/stop_server.sh; pack laguna ;;
+    hybrid)
+      serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 --gpu-memory-utilization 0.62 \
+        && decode hybrid && sessions hybrid 4
+      bash benchmarks/gpu/stop_server.sh; pack hybrid ;;
+    dense)
+      serve $KIT/models/llama-3.1-8b dense && decode dense
+      bash benchmarks/gpu/stop_server.sh; pack dense ;;
+    sweep|resume)
+      bash benchmarks/gpu/stop_server.sh
+      if [[ $STAGE == sweep ]]; then
+        sl sweep --spec benchmarks/gpu/sweep-seed000.toml --port 8000 >/tmp/w/sweep.txt 2>&1
+      else
+        sl sweep --resume latest --port 8000 >/tmp/w/sweep.txt 2>&1
+      fi
+      echo "$STAGE rc=$? at ${SECONDS}s"; tail -40 /tmp/w/sweep.txt
+      pkill -f vllm.entrypoints; sleep 2
+      cp -r /tmp/slhome/sweep /tmp/w/ 2>/dev/null; pack $STAGE ;;
+  esac
+done
