@@ -42,19 +42,22 @@ pack() {
   tar czf "$OUT/$1.tgz" -C /tmp/w . && ls -la "$OUT"
 }
 
+bash benchmarks/gpu/make_model_dirs.sh $KIT >/dev/null  # an upload replaces the checkout, the kit's folders too
 for STAGE in "${STAGES[@]}"; do
   rm -rf /tmp/w; mkdir -p /tmp/w; echo "== $STAGE at ${SECONDS}s"
   case $STAGE in
     setup)
       bash $KIT/install.sh || exit 3
-      bash benchmarks/gpu/make_model_dirs.sh $KIT >/dev/null
       python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
     laguna)
       serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 --gpu-memory-utilization 0.885 \
         && decode laguna && sessions laguna 4
       bash benchmarks/gpu/stop_server.sh; pack laguna ;;
     hybrid)
-      serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 --gpu-memory-utilization 0.62 \
+      # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
+      # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
+      VLLM_USE_DEEP_GEMM=0 serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 \
+        --gpu-memory-utilization 0.62 --additional-config '{"gdn_prefill_backend": "triton"}' \
         && decode hybrid && sessions hybrid 4
       bash benchmarks/gpu/stop_server.sh; pack hybrid ;;
     dense)

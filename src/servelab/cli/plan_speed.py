@@ -33,7 +33,7 @@ def show_speed(s: SpeedPrediction) -> None:
 def show_fit(fit: Fit) -> None:
     """Each measured point beside the fitted prediction, fitted and held-out points apart, with the residuals."""
     table = Table("point", "streams", "length", "measured tok/s", "predicted", "residual", "bound",
-                  title="speed constants fitted (every third point held out)", title_justify="left")  # fmt: skip
+                  title=f"speed constants fitted ({_held_by(fit)} held out)", title_justify="left")  # fmt: skip
     for r in fit.rows:
         table.add_row("held out" if r.held_out else "fitted", f"{r.point.concurrency:,}", f"{r.point.length:,}",
                       f"{r.point.tok_s:,.1f}", f"{r.predicted_tok_s:,.1f}", f"{r.residual:+.1%}", r.bound)  # fmt: skip
@@ -56,3 +56,9 @@ def held_levels(text: str | None) -> frozenset[int] | None:
     if not words or not all(w.isdigit() and int(w) >= 1 for w in words):
         raise UsageError(f"--hold-out wants concurrencies like 1,4, got {text!r}")
     return frozenset(int(w) for w in words)
+
+
+def _held_by(fit: Fit) -> str:
+    if fit.hold_out is None:
+        return "every third point"
+    return "the steps at " + ", ".join(map(str, fit.hold_out)) + " streams"

@@ -47,6 +47,7 @@ class Fit:
     rms_fit: float  # root mean square of the fitted points' residuals
     rms_held_out: float | None  # None: too few points to hold any out
     undetermined: list[str]  # efficiencies no fitted point was bound by
+    hold_out: list[int] | None = None  # the concurrencies held out as asked; None: every third point
 
     @property
     def held_out(self) -> list[FitRow]:
@@ -112,7 +113,7 @@ def fit_constants(
     rows = [_row(work, consts, p, False) for p in fitted] + [_row(work, consts, p, True) for p in held]
     rows.sort(key=lambda r: (r.point.concurrency, r.point.length))
     return Fit(consts, rows, _rms([r for r in rows if not r.held_out]), _rms([r for r in rows if r.held_out]) if
-               held else None, undetermined)  # fmt: skip
+               held else None, undetermined, None if hold_out is None else sorted(hold_out))  # fmt: skip
 
 
 def _undetermined(memory: np.ndarray, compute: np.ndarray, y: np.ndarray, bw: float, fl: float) -> list[str]:

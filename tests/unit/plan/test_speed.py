@@ -177,7 +177,7 @@ def test_hold_out_leaves_the_named_concurrencies_out_of_the_fit() -> None:
     noisy = [p if p.concurrency in (1, 4) else replace(p, tok_s=p.tok_s * (1.02 if i % 2 else 0.98))
              for i, p in enumerate(points)]  # fmt: skip
     fit = fit_constants(work, Constants(3350.0, 989.4), noisy, frozenset({1, 4}))
-    assert {r.point.concurrency for r in fit.held_out} == {1, 4} and len(fit.held_out) == 4
+    assert {r.point.concurrency for r in fit.held_out} == {1, 4} and len(fit.held_out) == 4 and fit.hold_out == [1, 4]
     assert not any(r.point.concurrency in (1, 4) for r in fit.rows if not r.held_out)
     assert fit.rms_held_out is not None and fit.rms_held_out < 0.03
     from servelab.core.errors import UsageError
