@@ -104,3 +104,25 @@ def test_warm_turns_leave_out_each_sessions_first_turn_only() -> None:
     assert later.attained([cold, warm, turn(3, 400)]) == 0.5
     assert later.judged([turn(None, 5000)]) and not later.met([turn(None, 5000)])
     assert not later.met([cold])  # only first turns: nothing judged, never met
+
+
+def test_a_search_cut_short_has_told_every_level_it_judged() -> None:
+    """The search reports itself after each level, so a run stopped mid-level (a SIGTERM at the device's time
+    limit) keeps the levels already judged; the stored search says it was cut short."""
+    from servelab.core.results.bench import SloSearch
+    from servelab.report.bench_view import slo_verdict
+
+    seen: list[list[tuple[float, float, bool]]] = []
+
+    def run_level(level: int) -> list[RequestRecord]:
+        if level == 4:
+            raise KeyboardInterrupt
+        return [rec(40 * level, 20)] * 4
+
+    with pytest.raises(KeyboardInterrupt):
+        search_max_level(run_level, SLO(ttft_ms=300), limit=64, on_attempt=lambda s: seen.append(list(s.tried)))
+    assert seen == [[(1, 1.0, True)], [(1, 1.0, True), (2, 1.0, True)]]
+    cut = SloSearch(best=2, tried=seen[-1], slo={"ttft_ms": 300}, done=False)
+    assert "cut short" in slo_verdict("t", cut) and "cut short" not in slo_verdict(
+        "t", cut.model_copy(update={"done": True})
+    )

@@ -193,13 +193,13 @@ class BenchSession:
             return None
         return relieved(res.records, after.records, workers, more)
 
-    def searched(self, target: str, found: Search, slo: SLO, sessions: bool = False) -> None:
+    def searched(self, target: str, found: Search, slo: SLO, sessions: bool = False, done: bool = True) -> None:
         over: Literal["rate", "sessions", "concurrency"] = (
             "rate" if found.over == "rate" else "sessions" if sessions else "concurrency"
         )
         limits = {k: v for k, v in asdict(slo).items() if k != "turns"}
         self.stored.slo[target] = SloSearch(over=over, best=found.best, tried=found.tried, slo=limits,
-                                            turns="warm" if slo.turns == "warm" else "all")  # fmt: skip
+                                            turns="warm" if slo.turns == "warm" else "all", done=done)  # fmt: skip
         self.recorder.result(self.stored)
 
     @contextmanager
@@ -359,6 +359,9 @@ def _search_target(
             on_step(target.name, step.name)
         return session.step(target, step, step_load).records
 
+    def tried(search: Search) -> None:  # stored after every level: an interrupted search keeps what it tried
+        session.searched(target.name, search, slo, sessions=scenario.sessions is not None, done=False)
+
     if over == "rate":
         return search_max_rate(
             lambda rate: run_step(
@@ -370,6 +373,7 @@ def _search_target(
             slo,
             start_rate,
             limit,
+            on_attempt=tried,
         )
     return search_max_level(
         lambda level: run_step(
@@ -378,6 +382,7 @@ def _search_target(
         ),
         slo,
         int(limit),
+        on_attempt=tried,
     )
 
 

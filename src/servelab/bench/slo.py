@@ -101,9 +101,16 @@ class Search:
     over: str = "concurrency"
 
 
-def search_max_level(run_level: Callable[[int], Sequence[RequestRecord]], slo: SLO, limit: int) -> Search:
-    """Double the concurrency until the SLO fails (or ``limit``), then bisect between the last pass and the fail."""
-    return _search(lambda level: run_level(int(level)), slo, 1, limit, lambda low, high: high - low <= 1, "concurrency")
+def search_max_level(
+    run_level: Callable[[int], Sequence[RequestRecord]],
+    slo: SLO,
+    limit: int,
+    on_attempt: Callable[[Search], None] | None = None,
+) -> Search:
+    """Double the concurrency until the SLO fails (or ``limit``), then bisect between the last pass and the fail.
+    ``on_attempt`` sees the search after every level (a search cut short keeps the levels it tried)."""
+    return _search(lambda level: run_level(int(level)), slo, 1, limit, lambda low, high: high - low <= 1,
+                   "concurrency", on_attempt)  # fmt: skip
 
 
 def search_max_rate(
@@ -112,10 +119,11 @@ def search_max_rate(
     start: float,
     limit: float,
     precision: float = 0.1,
+    on_attempt: Callable[[Search], None] | None = None,
 ) -> Search:
     """Double the request rate from ``start`` until the SLO fails (or ``limit``), then bisect until the pass and
     the fail are within ``precision`` of each other (relative)."""
-    return _search(run_rate, slo, start, limit, lambda low, high: high - low <= precision * high, "rate")
+    return _search(run_rate, slo, start, limit, lambda low, high: high - low <= precision * high, "rate", on_attempt)
 
 
 def _search(
@@ -125,6 +133,7 @@ def _search(
     limit: float,
     close_enough: Callable[[float, float], bool],
     over: str,
+    on_attempt: Callable[[Search], None] | None = None,
 ) -> Search:
     search = Search(over=over)
     integral = over == "concurrency"
@@ -135,6 +144,8 @@ def _search(
         search.tried.append((level, slo.attained(records), ok))
         if ok and (search.best is None or level > search.best):
             search.best = level
+        if on_attempt:
+            on_attempt(search)
         return ok
 
     level, failed = start, None

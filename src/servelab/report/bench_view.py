@@ -183,10 +183,12 @@ def _slo_table(target: str, search: SloSearch) -> Table:
 
 def _best(search: SloSearch) -> str:
     unit = " req/s" if search.over == "rate" else ""
+    short = "" if search.done else " (the search was cut short: of the levels tried)"
     if search.best:
-        return f"{search.best:g}{unit}"
-    first = f"{search.tried[0][0]:g}{unit}" if search.tried else "the first level"
-    return f"none (even {first} fails)"
+        return f"{search.best:g}{unit}{short}"
+    if not search.tried:
+        return "none: the search was cut short before a level was judged"
+    return f"none (even {search.tried[0][0]:g}{unit} fails)"
 
 
 def slo_verdict(target: str, search: SloSearch) -> str:

@@ -113,6 +113,7 @@ class SloSearch(Model):
     tried: list[tuple[float, float, bool]]  # level, attainment, met
     slo: dict[str, float | None]  # ttft_ms, tpot_ms, e2e_ms, attainment
     turns: Literal["all", "warm"] = "all"  # sessions: "warm" judged only the turns past each session's first
+    done: bool = True  # False: the search was cut short; ``best`` is the best of the levels it had tried
 
 
 class BenchRun(RunResult):
