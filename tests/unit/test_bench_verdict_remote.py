@@ -118,3 +118,24 @@ def test_a_busy_frontend_on_a_server_this_host_cannot_see_is_named_from_its_coun
     assert got is not None and got.evidence["frontend_cpu_from"] == "server", got
     assert "frontend_cpu_host_max" not in got.evidence  # nothing found here
     assert got.limit == "server frontend" and "the server's HTTP process used" in got.reason, got
+
+
+def test_a_queue_beside_a_roomy_kv_cache_is_not_called_full() -> None:
+    """The evidence of a real step (Laguna S 2.1 on an H200, 16 streams of 2,048-token prompts arriving together,
+    2026-12-05): 3.25 requests waited beside 12.75 running while the KV cache was 18% used. They waited for the
+    prefill budget, so the verdict must not send the user after KV memory; at a full cache it still does."""
+    ev = {
+        "workers": 1, "client_cpu_max": 0.121, "loop_late_share_max": 0.013, "loop_lag_p99_ms": 5.724,
+        "read_late_p99_ms": 3.258, "schedule_lag_p99_ms": 15.203, "client_tok_s": 823.7, "frontend_cpu_from": "server",
+        "frontend_processes": 1, "frontend_cpu_max": 0.089, "frontend_cpu_mean": 0.089, "frontend_cpu_host_max": 0.089,
+        "scrapes": 4, "in_flight_mean": 16.0, "engine_running_mean": 12.75, "engine_waiting_mean": 3.25,
+        "not_in_engine_share": 0.0, "kv_usage_max": 0.18187469472936368, "engine_tok_s": 810.9,
+        "frontend_cpu_reported": 0.089, "server_ttft_mean_ms": 946.72, "queue_time_mean_ms": 288.72,
+        "prefill_time_mean_ms": 510.73, "frontend_ttft_ms": 147.27, "engine_held_s": 37.11, "client_in_flight_s": 39.53,
+        "engine_held_share": 0.939, "client_occupancy": 0.493,
+    }  # fmt: skip
+    roomy = judge(ev)
+    assert roomy.limit == "engine" and "not for memory" in roomy.reason and "18%" in roomy.reason, roomy
+    assert roomy.hint is not None and "--max-num-batched-tokens" in roomy.hint and "KV memory" not in roomy.hint
+    full = judge({**ev, "kv_usage_max": 0.97})
+    assert full.limit == "engine" and "was full" in full.reason and full.hint and "more KV memory" in full.hint

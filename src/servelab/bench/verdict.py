@@ -59,6 +59,7 @@ FRONTEND_TTFT_MS = 250.0  # ... and at least this long
 MIN_SCRAPES = 4  # an in-flight comparison on fewer scrapes says nothing
 ENGINE_WAITING_SHARE = 0.05  # of the in-flight requests waiting in the engine's queue
 KV_FULL = 0.95
+KV_ROOMY = 0.80  # a KV cache never above this while requests queued: they did not wait for memory
 ENGINE_HELD_TOGETHER = 0.85  # held this much beside a saturated client: both at their limits
 ENGINE_HELD = 0.6  # of the client's request-seconds in flight spent in the engine (queue, prefill, decode)
 CLIENT_OCCUPANCY = 0.9  # of a closed loop's streams with a request in flight, between its first and last send
@@ -355,13 +356,25 @@ def _server_side(ev: dict[str, Scalar], note: str | None) -> Bottleneck:
 
 
 def _engine_full(ev: dict[str, Scalar]) -> Bottleneck | None:
+    """A queue in the engine's scheduler: beside a KV cache that was never near full, the requests waited for the
+    step's token budget (prefill chunks), and more KV memory would not help; else for room in the batch or KV."""
     flight, waiting = ev.get("in_flight_mean"), ev.get("engine_waiting_mean")
     running, kv = ev.get("engine_running_mean"), ev.get("kv_usage_max")
     if isinstance(waiting, float) and isinstance(flight, float) and waiting >= max(1.0, ENGINE_WAITING_SHARE * flight):
+        beside = f" beside {running:.1f} running" if isinstance(running, float) else ""
+        if isinstance(kv, float) and kv < KV_ROOMY:
+            return Bottleneck(
+                limit="engine",
+                reason=f"the engine queued requests ({waiting:.1f} waiting on average{beside}) while its KV cache was "
+                f"{kv:.0%} used at most: they waited for its per-step token budget (prefill chunks) or its "
+                "sequence limit, not for memory",
+                hint="a larger --max-num-batched-tokens, a higher --max-num-seqs if the running count sat at it, "
+                "or requests arriving less at once",
+                evidence=ev,
+            )
         return Bottleneck(
             limit="engine",
-            reason=f"the engine was full: {waiting:.1f} requests waiting in its queue on average"
-            + (f" beside {running:.1f} running" if isinstance(running, float) else "")
+            reason=f"the engine was full: {waiting:.1f} requests waiting in its queue on average{beside}"
             + (f", KV cache {kv:.0%} used at most" if isinstance(kv, float) else ""),
             hint="more KV memory (--gpu-memory-utilization, a smaller --max-model-len), a higher --max-num-seqs "
             "if KV is not full, or more GPUs",
