@@ -8,6 +8,7 @@ is read from the step's own records; histogram means and sums are over the whole
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 from statistics import fmean
 
@@ -177,11 +178,29 @@ def client_tok_s(records: Sequence[RequestRecord]) -> float | None:
 
 def occupancy(records: Sequence[RequestRecord], streams: int) -> float | None:
     """The closed loop's mean requests in flight over its streams, from its first to its last send (after that
-    its streams empty as the last requests end); None for a single wave."""
+    its streams empty as the last requests end); None for a single wave. A session's think time (from an answer to
+    its next turn's due time) is idle by design: it is taken out of the time the streams could have been busy, so
+    only a stream idle past its turn's due time counts against the client."""
     sends = in_flight_at(records)[0]
     if streams <= 0 or len(sends) < 2 or sends[-1] <= sends[0]:
         return None
     lo, hi = sends[0], sends[-1]
     spans = [(r.sent_ns, r.end_ns) for r in records if r.sent_ns is not None and r.end_ns is not None]
     busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
-    return round(busy / (hi - lo) / streams, 3)
+    room = (hi - lo) * streams - _think_time(records, lo, hi)
+    return round(min(1.0, busy / room), 3) if room > 0 else None
+
+
+def _think_time(records: Sequence[RequestRecord], lo: int, hi: int) -> int:
+    """Nanoseconds within [lo, hi] that sessions spent between an answer and their next turn's due time."""
+    turns: dict[int, list[RequestRecord]] = {}
+    for r in records:
+        if r.labels.session is not None and r.sent_ns is not None:
+            turns.setdefault(r.labels.session, []).append(r)
+    idle = 0
+    for mine in turns.values():
+        mine.sort(key=lambda r: r.sent_ns or 0)
+        for before, after in itertools.pairwise(mine):
+            if before.end_ns is not None and after.scheduled_ns is not None:
+                idle += max(0, min(after.scheduled_ns, hi) - max(before.end_ns, lo))
+    return idle
