@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
+from servelab.bench import SLO
 from servelab.cli._common import JsonOption, StoreOption, console, open_store, print_json, result_json, show_run
 from servelab.core.errors import UsageError
 from servelab.core.terminal import styled
@@ -52,6 +54,9 @@ def sweep(
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Output tokens per request (default 64)."),
     slo: str | None = typer.Option(None, "--slo", help="Like ttft=300ms,itl=50ms: names the best point that keeps it."),
     attainment: float = typer.Option(0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests within it."),
+    slo_turns: str | None = typer.Option(
+        None, "--slo-turns", help="Session scenarios: the turns the SLO judges, all (default) or warm (past the first)."
+    ),
     gpu_key: str | None = typer.Option(
         None, "--gpu", help="Plan for this GPU (default: this host's memory, CPU build)."
     ),
@@ -78,8 +83,8 @@ def sweep(
                 options = _with_port(options, port)
         else:
             options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, requests,
-                               max_tokens, slo, attainment, gpu_key, alongside, headroom, try_all, port,
-                               start_timeout)  # fmt: skip
+                               max_tokens, slo, attainment, slo_turns, gpu_key, alongside, headroom, try_all,
+                               port, start_timeout)  # fmt: skip
         run_id, result = run_sweep(db, options, say, resume=db.get_run(resume).run_id if resume else None)
         if json_out:
             print_json({"run_id": run_id, **result_json(result)})
@@ -97,9 +102,9 @@ def _with_port(options: SweepOptions, port: int) -> SweepOptions:
 
 def _options(engine: str | None, model: str | None, model_config: str | None, grid: list[str], point: list[str],
              spec_path: Path | None, scenario: list[str], concurrency: str | None, requests: int | None,
-             max_tokens: int | None, slo: str | None, attainment: float, gpu_key: str | None, alongside: list[str],
+             max_tokens: int | None, slo: str | None, attainment: float, slo_turns: str | None, gpu_key: str | None,
+             alongside: list[str],
              headroom: str, try_all: bool, port: int | None, start_timeout: float | None) -> SweepOptions:  # fmt: skip
-    from servelab.bench import parse_slo
     from servelab.plan import gpu
     from servelab.sweep import Grid
 
@@ -126,9 +131,22 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
         model=model or (spec.model if spec else None),
         model_config=model_config or (spec.config if spec else None),
         work=work,
-        slo=parse_slo(slo_text, attainment) if slo_text else None,
+        slo=_slo(slo_text, attainment, slo_turns or (spec.slo_turns if spec else None) or "all"),
         where=Where(gpu_name, parse_alongside([*alongside, *(spec.alongside if spec else [])]), parse_size(headroom)),
         try_all=try_all or bool(spec and spec.try_all),
         port=port,
         start_timeout_s=start_timeout or (spec.start_timeout if spec else None) or 600.0,
     )
+
+
+def _slo(text: str | None, attainment: float, turns: str) -> SLO | None:
+    """The sweep's SLO; ``turns`` (all or warm) says which turns of a session step it judges."""
+    from servelab.bench import parse_slo
+
+    if turns not in ("all", "warm"):
+        raise UsageError(f"--slo-turns is all or warm, got {turns!r}")
+    if text is None:
+        if turns == "warm":
+            raise UsageError("--slo-turns goes with an SLO", hint="--slo ttft=3s --slo-turns warm")
+        return None
+    return replace(parse_slo(text, attainment), turns=turns)

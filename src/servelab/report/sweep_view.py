@@ -7,7 +7,7 @@ from __future__ import annotations
 from servelab.core.figures import Figure, fmt_number
 from servelab.core.results.sweep import PointFigures, SweepPoint, SweepRun
 from servelab.report.model import Section, Table, say
-from servelab.sweep import Candidate, best_under, candidates, pareto_front
+from servelab.sweep import Candidate, SessionsHeld, best_under, candidates, pareto_front, sessions_held
 
 POINT_HEADERS = ["point", "flags", "plan KV", "logged KV", "difference", "start", "measured", "failure"]
 
@@ -25,6 +25,7 @@ def sweep_section(out: Section, result: SweepRun) -> None:
             "per step, median tok/s per user, aggregate tok/s, TTFT p95")  # fmt: skip
     out.tables.append(Table("The points", POINT_HEADERS, rows, note=note))
     _plan_verdict(out, result)
+    _sessions(out, result)
     found = candidates(result)
     if found:
         front = pareto_front(found)
@@ -100,3 +101,33 @@ def _best(out: Section, result: SweepRun, found: list[Candidate]) -> None:
         return
     say(out, f"best {under}: point {best.point} at {best.step}: {fmt_number(best.per_gpu)} tok/s per GPU, "
              f"{fmt_number(best.per_user)} tok/s per user", f"command: {best.command}")  # fmt: skip
+
+
+def _sessions(out: Section, result: SweepRun) -> None:
+    held = sessions_held(result)
+    if not held:
+        return
+    out.tables.append(Table("Sessions held, beside the plan",
+                            ["point", "scenario", "levels (met)", "held", "session size (tokens)", "plan: sessions",
+                             "log: sessions"], [_held_row(h) for h in held],
+                            note="held: the most concurrent sessions at which every level up to it kept the SLO; "
+                                 "session size: the most tokens a turn held; plan and log: their KV cache size in "
+                                 "tokens over that size"))  # fmt: skip
+
+
+def _held_row(h: SessionsHeld) -> list[str]:
+    levels = ", ".join(f"{n}{'' if met else ' x'}" for n, met in h.tried)
+    held = "none" if h.held is None else str(h.held)
+
+    def number(value: float | None, digits: int = 0) -> str:
+        return fmt_number(value, digits) if value is not None else "-"
+
+    return [
+        str(h.point),
+        h.scenario,
+        levels,
+        held,
+        number(h.peak_tokens),
+        number(h.plan_sessions, 2),
+        number(h.logged_sessions, 2),
+    ]

@@ -7,6 +7,7 @@ from servelab.sweep.launch import ENGINES, Launch, launch_for
 from servelab.sweep.measure import Workload
 from servelab.sweep.pareto import Candidate, best_under, candidates, pareto_front
 from servelab.sweep.run import SweepOptions, run_sweep, stored_options
+from servelab.sweep.sessions import SessionsHeld, sessions_held
 from servelab.sweep.spec import read_spec
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "Grid",
     "Launch",
     "Point",
+    "SessionsHeld",
     "SweepOptions",
     "Where",
     "Workload",
@@ -30,5 +32,6 @@ __all__ = [
     "plan_point",
     "read_spec",
     "run_sweep",
+    "sessions_held",
     "stored_options",
 ]

@@ -53,7 +53,10 @@ def _figures(
         tok_s_n=int(s.samples.get("stream_tok_s", 0)),
         itl_p95_ms=_finite(s.itl_ms.get("p95")),
         slo_attained=slo.attained(list(records)) if slo is not None and records else None,
-    )
+        sessions=any(r.labels.session is not None for r in records),
+        peak_tokens=max((r.prompt_tokens + (r.completion_tokens or 0) for r in records
+                         if r.ok and r.labels.session is not None and r.prompt_tokens is not None), default=None),
+    )  # fmt: skip
 
 
 def _finite(value: float | None) -> float | None:

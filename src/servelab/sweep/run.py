@@ -191,6 +191,7 @@ def _args(options: SweepOptions) -> dict[str, Any]:
         "requests": options.work.requests,
         "max_tokens": options.work.max_tokens,
         "slo": options.slo.limits() | {"attainment": options.slo.attainment} if options.slo else None,
+        "slo_turns": options.slo.turns if options.slo else "all",
         "gpu": options.where.gpu,
         "alongside": options.where.alongside,
         "headroom": options.where.headroom,
@@ -224,6 +225,7 @@ def stored_options(store: RunStore, run_id: str) -> SweepOptions:
             e2e_ms=slo.get("e2e_ms"),
             itl_ms=slo.get("itl_ms"),
             attainment=slo.get("attainment", 0.9),
+            turns="warm" if s.get("slo_turns") == "warm" else "all",
         )
         if slo
         else None,

@@ -37,6 +37,7 @@ class SweepSpec(StrictModel):
     requests: int | None = None
     max_tokens: int | None = None
     slo: str | None = None
+    slo_turns: str | None = None  # session scenarios: "warm" judges the turns past each session's first
     gpu: str | None = None
     alongside: list[str] = Field(default_factory=list)
     try_all: bool | None = None

@@ -154,3 +154,30 @@ def test_bad_session_options_are_said_before_any_server_is_asked(
     assert main(["bench", "--target", "x=http://127.0.0.1:9", *argv]) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "cache_sim",
+    [["--base-ms", 2, "--per-token-ms", 0.25, "--step-ms", 0.5, "--capacity-blocks", CAPACITY]],
+    indirect=True,
+)
+def test_a_sweep_point_holds_the_sessions_the_cache_holds(cache_sim: Target, tmp_path: Path) -> None:
+    """A sweep's measurement of a session scenario (a spec file) at 1, 3 and 4 sessions, judged on warm turns: the
+    point holds 3, and the fixture's capacity over the size the sessions reached says how many the cache holds."""
+    from servelab.core.results.sweep import PointLogged, SweepPoint, SweepRun
+    from servelab.sweep import Workload, sessions_held
+    from servelab.sweep.measure import measure
+
+    spec = tmp_path / "truth.toml"
+    spec.write_text('name = "truth"\nsessions = 2\nturns = 4\nhead_tokens = 800\nturn_tokens = 16\n'
+                    'output_tokens = 8\nthink_time_s = 0.1\nsummary_tokens = 100\n')  # fmt: skip
+    slo = replace(parse_slo("ttft=100ms", attainment=1.0), turns="warm")
+    with RunStore(tmp_path / "s.sqlite") as db:
+        _, figures = measure(db, cache_sim, Workload((str(spec),), (1, HOLDS, HOLDS + 1), 1, None), slo)
+    assert [(f.concurrency, f.sessions) for f in figures] == [(1, True), (HOLDS, True), (HOLDS + 1, True)]
+    assert all(f.peak_tokens and f.peak_tokens // BLOCK <= CAPACITY for f in figures)
+    point = SweepPoint(index=0, key="-", status="measured", logged=PointLogged(kv_tokens=CAPACITY * BLOCK),
+                       figures=figures)  # fmt: skip
+    (held,) = sessions_held(SweepRun(points=[point], slo={"ttft_ms": 100.0, "attainment": 1.0}))
+    assert held.held == HOLDS and held.tried == [(1, True), (HOLDS, True), (HOLDS + 1, False)]
+    assert held.logged_sessions is not None and HOLDS <= held.logged_sessions < HOLDS + 1

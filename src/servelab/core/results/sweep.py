@@ -71,6 +71,8 @@ class PointFigures(Model):
     tok_s_n: int = 0  # streams the per-user median rests on
     itl_p95_ms: float | None = None
     slo_attained: float | None = None  # share of requests within the sweep's SLO (None: no SLO given)
+    sessions: bool = False  # a session step: its concurrency is the number of concurrent sessions
+    peak_tokens: int | None = None  # a session step: the most tokens a turn held (prompt and reply)
 
 
 class SweepPoint(Model):
