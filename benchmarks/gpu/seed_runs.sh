@@ -4,6 +4,7 @@
 # the engine's start-up log, nvidia-smi); the summary goes to stdout. The run store lives in /tmp/slhome across
 # stages (files outside the checkout stay while the host is held).
 #   setup   the kit's install (its last part carried) and the model folders; servelab's imports checked
+#   (vLLM reports usage.prompt_tokens_details.cached_tokens only with --enable-prompt-tokens-details: asked for)
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
 #           after its weights): decode at 1-16 streams, then the session capacity search (agentic-100k.toml)
 #   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager) at 128K and 0.62: decode, then the session capacity search
@@ -51,13 +52,15 @@ for STAGE in "${STAGES[@]}"; do
       python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
     laguna)
       serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 --gpu-memory-utilization 0.885 \
-        && decode laguna && sessions laguna 4
+        --enable-prompt-tokens-details \
+        && decode laguna && sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
       bash benchmarks/gpu/stop_server.sh; pack laguna ;;
     hybrid)
       # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
       VLLM_USE_DEEP_GEMM=0 serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 \
         --gpu-memory-utilization 0.62 --additional-config '{"gdn_prefill_backend": "triton"}' \
+        --enable-prompt-tokens-details \
         && decode hybrid && sessions hybrid 4
       bash benchmarks/gpu/stop_server.sh; pack hybrid ;;
     dense)
