@@ -61,7 +61,7 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
         case SweepRun():
             from servelab.report.sweep_view import sweep_section
 
-            sweep_section(out, result)
+            sweep_section(out, result, with_plots)
     out.problems[:0] = [f"FAILED: {line}" for line in result.request_failures()]  # first: what a figure lacks
     if result.error and info.status == "failed" and not any(result.error in p for p in out.problems):
         out.problems.append(result.error)

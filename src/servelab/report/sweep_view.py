@@ -4,15 +4,16 @@ under the sweep's SLO, named with its command line."""
 
 from __future__ import annotations
 
-from servelab.core.figures import Figure, fmt_number
+from servelab.core.figures import Figure, fmt_number, supports
 from servelab.core.results.sweep import PointFigures, SweepPoint, SweepRun
-from servelab.report.model import Section, Table, say
+from servelab.report import plots
+from servelab.report.model import Section, Table, add_plot, say
 from servelab.sweep import Candidate, SessionsHeld, best_under, candidates, pareto_front, sessions_held
 
 POINT_HEADERS = ["point", "flags", "plan KV", "logged KV", "difference", "start", "measured", "failure"]
 
 
-def sweep_section(out: Section, result: SweepRun) -> None:
+def sweep_section(out: Section, result: SweepRun, with_plots: bool = False) -> None:
     counts = {s: sum(p.status == s for p in result.points) for s in ("measured", "failed", "skipped")}
     done = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none done"
     out.facts = [f for f in out.facts if f[0] != "requests failed"]  # its requests are in each point's bench run
@@ -34,6 +35,8 @@ def sweep_section(out: Section, result: SweepRun) -> None:
                                 [_front_row(c) for c in front],
                                 note="no other measured step is faster on both"))  # fmt: skip
         _best(out, result, found)
+        if with_plots:
+            _plots(out, found)
     for p in result.points:
         if p.failure is not None:
             out.problems.append(f"point {p.index} ({p.key}): {p.failure.kind}: {p.failure.reason}")
@@ -131,3 +134,29 @@ def _held_row(h: SessionsHeld) -> list[str]:
         number(h.plan_sessions, 2),
         number(h.logged_sessions, 2),
     ]
+
+
+def _plots(out: Section, found: list[Candidate]) -> None:
+    """The trade-offs drawn, a series per point: tok/s per user against tok/s per GPU, and TTFT p95 against tok/s
+    per GPU (only steps whose TTFT samples support a p95; the rest are named under the plots)."""
+    per_user: dict[str, list[tuple[float, float]]] = {}
+    ttft: dict[str, list[tuple[float, float]]] = {}
+    left_out: list[str] = []
+    for c in found:
+        name = f"point {c.point}"
+        per_user.setdefault(name, []).append((c.per_gpu, c.per_user))
+        if c.ttft_p95_ms is not None and supports(c.ttft_n, 0.95):
+            ttft.setdefault(name, []).append((c.per_gpu, c.ttft_p95_ms))
+        else:
+            left_out.append(f"{name} {c.step}")
+    add_plot(
+        out,
+        "tok/s per user against tok/s per GPU",
+        plots.scatter(per_user, "tok/s per GPU", "tok/s per user", "Each measured step, per point"),
+    )
+    add_plot(
+        out,
+        "TTFT p95 against tok/s per GPU",
+        plots.lines(ttft, "tok/s per GPU", "TTFT p95 (ms)", "Latency against throughput"),
+        left_out,
+    )

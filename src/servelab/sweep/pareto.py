@@ -32,6 +32,7 @@ class Candidate:
     ttft_p95_ms: float | None
     slo_attained: float | None
     fits: bool | None  # the plan's verdict beside the co-tenants
+    ttft_n: int = 0  # the TTFT samples the p95 rests on
 
 
 def gpus(args: Sequence[str]) -> int:
@@ -52,7 +53,8 @@ def _of(point: SweepPoint) -> list[Candidate]:
     n = gpus(point.args)
     return [
         Candidate(point.index, point.key, point.command, f.scenario, f.concurrency, f.tok_s_per_user,
-                  f.aggregate_tok_s / n, f.ttft_p95_ms, f.slo_attained, point.plan.fits if point.plan else None)
+                  f.aggregate_tok_s / n, f.ttft_p95_ms, f.slo_attained, point.plan.fits if point.plan else None,
+                  f.ttft_n)
         for f in point.figures
         if f.tok_s_per_user is not None and f.aggregate_tok_s is not None
     ]  # fmt: skip

@@ -56,3 +56,25 @@ def test_a_point_the_plan_refused_is_never_named_best() -> None:
     slow = Candidate(1, "b", "c", "s", 1, 10.0, 10.0, None, 1.0, True)
     assert best_under([fast, slow], 0.9) == slow
     assert best_under([fast, slow], None) == slow
+
+
+def test_the_trade_offs_are_drawn_and_a_p95_without_its_samples_is_left_out() -> None:
+    """Two plots: per user against per GPU (every step), TTFT p95 against per GPU (only steps with 20 TTFTs or more:
+    a p95 of 5 samples is not one; that step is named under the plots)."""
+    from servelab.report.model import Section
+    from servelab.report.sweep_view import sweep_section
+
+    def step(c: int, n: int) -> PointFigures:
+        return PointFigures(scenario=f"code-chat@c{c}", concurrency=c, requests=n, ok=n, tok_s_per_user=100.0 / c,
+                            aggregate_tok_s=90.0 * c, ttft_p95_ms=50.0 * c, ttft_n=n, tok_s_n=n)  # fmt: skip
+
+    points = [SweepPoint(index=i, key=f"--x {i}", status="measured", plan=PointPlan(fits=True),
+                         figures=[step(1, 24), step(4, 24 if i else 5)]) for i in range(2)]  # fmt: skip
+    out = Section("r", "sweep", "sweep", "complete")
+    sweep_section(out, SweepRun(points=points), with_plots=True)
+    assert [p.caption for p in out.plots] == ["tok/s per user against tok/s per GPU", "TTFT p95 against tok/s per GPU"]
+    assert all(p.png.startswith(b"\x89PNG") for p in out.plots)
+    assert len(out.not_drawn) == 1 and "point 0 code-chat@c4" in out.not_drawn[0]
+    bare = Section("r", "sweep", "sweep", "complete")
+    sweep_section(bare, SweepRun(points=points))
+    assert bare.plots == [] and bare.not_drawn == []
