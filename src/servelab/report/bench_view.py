@@ -36,6 +36,8 @@ def bench(out: Section, result: BenchRun, records: list[RequestRecord] | None) -
     for target, search in result.slo.items():
         out.tables.append(_slo_table(target, search))
         say(out, slo_verdict(target, search), f"SLO: {_slo_text(search)}")
+        if search.over == "sessions" and (held := held_and_broke(target, search, result.steps)):
+            say(out, held, "each level's session figures, from its step")
     _bench_verdicts(out, result.rows)
     if scraped := {t: m.derived for t, m in result.metrics.items() if m.derived.get("samples")}:
         out.tables.append(metrics_table(scraped))
@@ -189,6 +191,33 @@ def _best(search: SloSearch) -> str:
     if not search.tried:
         return "none: the search was cut short before a level was judged"
     return f"none (even {search.tried[0][0]:g}{unit} fails)"
+
+
+def held_and_broke(target: str, search: SloSearch, steps: list[Step]) -> str | None:
+    """What held at the session count found and what broke at the first level tried past it: the later turns'
+    TTFT, the hit share and the engine's preemptions and KV usage, from those steps' own figures."""
+    past = sorted(level for level, _, met in search.tried if not met and (search.best is None or level > search.best))
+    said = []
+    for level, verb in ((search.best, "hold"), (past[0] if past else None, "miss")):
+        if level is not None and (text := _session_figures(target, int(level), steps)):
+            said.append(f"{_level(level)} {verb}: {text}")
+    return f"{target}: " + "; ".join(said) if said else None
+
+
+def _level(level: float | None) -> str:
+    return f"{level:g} session{'' if level == 1 else 's'}"
+
+
+def _session_figures(target: str, level: int, steps: list[Step]) -> str | None:
+    step = next((s for s in steps if s.target == target and s.labels.level == level and s.sessions), None)
+    if step is None or step.sessions is None:
+        return None
+    f = step.sessions
+    parts = [f"later turns' TTFT p50 {fmt(f.later_turn_ttft_ms_p50, 0)} ms"]
+    parts += [f"hit share {pct_text(f.hit_share)}"] if f.hit_share is not None else []
+    parts += [f"{k.replace('_', ' ')} {fmt(f.engine[k], 2 if k == 'kv_usage_max' else 0)}"
+              for k in ("preemptions", "kv_usage_max") if isinstance(f.engine.get(k), int | float)]  # fmt: skip
+    return ", ".join(parts)
 
 
 def slo_verdict(target: str, search: SloSearch) -> str:

@@ -119,6 +119,11 @@ def test_the_capacity_search_finds_the_sessions_the_cache_holds(
     later = {name: [t.hit_share or 0.0 for t in got.per_turn if t.turn > 1] for name, got in
              (("held", held), ("thrashed", thrashed))}  # fmt: skip
     assert min(later["held"]) > 0.9 > min(later["thrashed"])
+    from servelab.report.bench_view import held_and_broke
+
+    said = held_and_broke("sim", result.stored.slo["sim"], result.stored.steps)
+    assert said is not None and f"{HOLDS} sessions hold: later turns' TTFT p50" in said, said
+    assert f"{HOLDS + 1} sessions miss" in said and said.count("hit share") == 2 and "preemptions 0" in said
 
 
 @pytest.mark.parametrize("cache_sim", [[*SIM, "--context", 2048]], indirect=True)
