@@ -85,7 +85,9 @@ async def _run_target_scenario(
     sampling = asyncio.create_task(_sample_every(frontend, scrape_interval / 2))
     workers = load.workers or default_workers(load, scenario)
     try:
-        if scenario.sessions is not None or scenario.trace is not None:
+        if scenario.sessions is not None and workers > 1 and not load.ray:
+            result = await run_in_workers(target, scenario, load, sink, workers=workers, ready=scraper.mark)
+        elif scenario.sessions is not None or scenario.trace is not None:
             result = await run_sessions(target, scenario, load, sink)
             result.warnings += ["a session or trace workload runs from this host alone, not on Ray"] if load.ray else []
         elif load.ray:

@@ -29,6 +29,7 @@ from servelab.core.results import ClientLoad
 from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for
 from servelab.load.runner import Load, ScenarioResult, ScenarioRun, Share, Sink, Target, cache_warnings
 from servelab.load.scenarios import Scenario
+from servelab.load.sessions.run import SessionRun, session_warnings
 
 FLUSH_S = 0.1
 START_LEAD_NS = 50_000_000  # the shared start is this far after the last worker said it was ready
@@ -136,14 +137,22 @@ async def run_in_workers(
 ) -> ScenarioResult:
     """The step from ``workers`` processes; fitted and warmed up here first (then ``ready`` awaited). A
     cold-then-warm step (one prompt twice in a row) runs here alone."""
-    lead = ScenarioRun(target, scenario, load, sink, labels, ready)
-    asked, workers = workers, useful_workers(workers, arrivals_for(load, scenario), load.requests)
+    sessions = scenario.sessions is not None
+    lead: ScenarioRun | SessionRun = (
+        SessionRun(target, scenario, load, sink)
+        if sessions
+        else ScenarioRun(target, scenario, load, sink, labels, ready)
+    )
+    requests = None if sessions else load.requests  # a session step's count is its sessions (the loop's streams)
+    asked, workers = workers, useful_workers(workers, arrivals_for(load, scenario), requests)
     fewer = [f"{asked} load processes asked for, {workers} started: {WHY_FEWER}"] if workers < asked else []
     if workers <= 1 or isinstance(arrivals_for(load, scenario), ColdThenWarm):
         alone = await lead.run()
         alone.warnings += fewer
         return alone
     await lead.prepare()
+    if sessions and ready is not None:
+        await ready()
     job = replace(load, warmup=0)
     merge = _Merge(ScenarioResult(target.name, lead.scenario.name, warnings=[*lead.result.warnings, *fewer]), sink)
     ctx = mp.get_context("spawn")
@@ -151,7 +160,8 @@ async def run_in_workers(
     pattern = arrivals_for(load, lead.scenario)
     streams = split(pattern.concurrency, workers) if isinstance(pattern, ClosedLoop) else [None] * workers
     for k in range(workers):
-        spec = Job(target, lead.scenario, job, lead.labels, k, workers, streams[k])
+        spec = Job(target, lead.scenario, job, lead.labels if isinstance(lead, ScenarioRun) else Labels(), k, workers,
+                   streams[k])  # fmt: skip
         merge.workers.append(_spawn(ctx, spec, taken, start, go))
     try:
         await _gather(merge, start, go)
@@ -159,7 +169,7 @@ async def run_in_workers(
         _stop(merge.workers)
     merge.result.clients = [_client_of(w) for w in merge.workers]
     merge.result.warnings += _deaths(merge.workers)
-    merge.result.warnings += cache_warnings(merge.result.records, load, lead.scenario)
+    merge.result.warnings += [] if sessions else cache_warnings(merge.result.records, load, lead.scenario)
     return merge.result
 
 
@@ -263,6 +273,9 @@ async def work(job: Job, send: Send, take: Callable[[], int | None], started: Ca
     """The worker loop, wherever it runs (a process here, a Ray actor on another host): ready, then its share of the
     step from the start ``started`` gives (on this host's monotonic clock), its records sent as they finish (every
     ``FLUSH_S``, with its in-flight count), then its client load: ``ready``, ``records``..., ``done``."""
+    if job.scenario.sessions is not None:
+        await work_sessions(job, send, started)
+        return
     batch: list[RequestRecord] = []
     run = ScenarioRun(job.target, job.scenario, job.load, batch.append, job.labels)
     run.monitor.worker = job.worker
@@ -285,7 +298,30 @@ def _send_batch(send: Send, batch: list[RequestRecord], in_flight: int) -> None:
     batch.clear()
 
 
-async def _flush(send: Send, batch: list[RequestRecord], run: ScenarioRun) -> None:
+async def work_sessions(job: Job, send: Send, started: Callable[[], Awaitable[int]]) -> None:
+    """A session step's worker: the spec fitted as the lead fitted it (the same count of the same filler, so the
+    same lengths), then its sessions (every ``workers``-th) from the shared start; the same messages as
+    :func:`work`."""
+    batch: list[RequestRecord] = []
+    run = SessionRun(job.target, job.scenario, job.load, batch.append)
+    run.monitor.worker = job.worker
+    await run.prepare()  # the job's load has no warm-up: the lead's warmed the server
+    send(("ready",))
+    share = Share(job.worker, job.workers, None, None, await started())
+    await asyncio.sleep(max(0.0, ((share.start_ns or 0) - time.perf_counter_ns()) / 1e9))
+    flusher = asyncio.create_task(_flush(send, batch, run))
+    run.monitor.start()
+    try:
+        await run.drive(share)
+    finally:
+        flusher.cancel()
+        client = await run.monitor.stop()
+        _send_batch(send, batch, 0)
+        warnings = run.result.warnings + session_warnings(run.result.records, job.load, run.compactions, run.unfit)
+        send(("done", client, warnings, run.result.stopped_early))
+
+
+async def _flush(send: Send, batch: list[RequestRecord], run: ScenarioRun | SessionRun) -> None:
     while True:
         await asyncio.sleep(FLUSH_S)
         _send_batch(send, batch, run.monitor.in_flight)

@@ -186,3 +186,22 @@ def test_a_sweep_point_holds_the_sessions_the_cache_holds(cache_sim: Target, tmp
     (held,) = sessions_held(SweepRun(points=[point], slo={"ttft_ms": 100.0, "attainment": 1.0}))
     assert held.held == HOLDS and held.tried == [(1, True), (HOLDS, True), (HOLDS + 1, False)]
     assert held.logged_sessions is not None and HOLDS <= held.logged_sessions < HOLDS + 1
+
+
+@pytest.mark.parametrize("cache_sim", [SIM], indirect=True)
+def test_sessions_split_over_load_processes_keep_each_history_whole(cache_sim: Target, tmp_path: Path) -> None:
+    """Four sessions from two load processes: each process drives every other session whole (a session never
+    changes process, so its history and the replies it streamed stay its own), every later turn finds its history
+    in the cache as in one process, and the step names both processes' load."""
+    spec = _spec(sessions=4, turns=3)
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result = run_bench(db, [cache_sim], [of_spec(spec)], Load(warmup=1, workers=2))
+    turns = sorted(result.records, key=lambda r: (r.labels.session, r.labels.turn))
+    assert [(r.labels.session, r.labels.turn) for r in turns] == [(s, t) for s in range(4) for t in (1, 2, 3)]
+    assert all(r.ok for r in turns)
+    for before, now in itertools.pairwise(turns):
+        if now.labels.session == before.labels.session:
+            assert now.cached_tokens == _expected_cached(before, now)
+    assert len(result.stored.steps[0].clients) == 2
+    figures = result.stored.steps[0].sessions
+    assert figures is not None and (figures.sessions, figures.turns, figures.ok) == (4, 12, 12)

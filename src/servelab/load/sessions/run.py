@@ -16,7 +16,7 @@ from servelab.core.records import Labels, RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
 from servelab.load.monitor import ClientMonitor
-from servelab.load.runner import Load, ScenarioResult, Sink, Target, payload, token_counter
+from servelab.load.runner import Load, ScenarioResult, Share, Sink, Target, payload, token_counter
 from servelab.load.scenarios import Scenario, filler_text
 from servelab.load.sessions.conversation import Conversation, Message, Prompt
 from servelab.load.sessions.fit import HEAD_MARK_TOKENS, fit_spec, prompt_limit
@@ -102,18 +102,24 @@ class SessionRun:
             messages: list[Message] = [{"role": "user", "content": f"[{uuid.uuid4().hex[:12]}] warm up {i}"}]
             await self.client.send("chat", self._body(messages, 8), record=self._record(None, 0, False, "warmup"))
 
-    async def drive(self) -> None:
-        """Every session of the step: all at once (closed) or at the load's rate (open)."""
-        start, sessions = time.perf_counter_ns(), self.sessions()
+    async def drive(self, share: Share | None = None) -> None:
+        """Every session of the step, all at once (closed) or at the load's rate (open); with ``share``, this
+        process's part: every ``workers``-th session from its ``worker``, due from the shared start (an open loop's
+        arrivals from the one seeded schedule every process draws)."""
+        sessions = self.sessions()
+        start = share.start_ns if share is not None and share.start_ns is not None else time.perf_counter_ns()
+        mine = range(share.worker, sessions, share.workers) if share is not None else range(sessions)
         if self.load.duration_s:
             self._deadline = start + int(self.load.duration_s * 1e9)
         pattern = arrivals_for(self.load, self.scenario)
         if not isinstance(pattern, OpenLoop):
-            await asyncio.gather(*(self.session(i, start) for i in range(sessions)))
+            await asyncio.gather(*(self.session(i, start) for i in mine))
             return
-        tasks, offsets = [], pattern.offsets()
+        tasks, offsets, chosen = [], pattern.offsets(), set(mine)
         for i in range(sessions):
             due = start + int(next(offsets) * 1e9)
+            if i not in chosen:
+                continue
             await asyncio.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9))
             if self._stopped():
                 break
@@ -228,11 +234,10 @@ def session_warnings(records: list[RequestRecord], load: Load, compactions: int,
 
 
 async def run_sessions(target: Target, scenario: Scenario, load: Load, sink: Sink) -> ScenarioResult:
-    """A session or trace step in this process (on one event loop; ``--workers`` is not split over them)."""
+    """A session or trace step in this process, on one event loop (a trace is never split over ``--workers``)."""
     if scenario.trace is not None:
         result = await TraceRun(target, scenario, load, sink).run()
-    else:
-        result = await SessionRun(target, scenario, load, sink).run()
-    if load.workers and load.workers > 1:
-        result.warnings.append(f"sessions run in one load process; --workers {load.workers} was not used")
-    return result
+        if load.workers and load.workers > 1:
+            result.warnings.append(f"a trace replays from one load process; --workers {load.workers} was not used")
+        return result
+    return await SessionRun(target, scenario, load, sink).run()
