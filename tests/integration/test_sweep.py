@@ -57,7 +57,7 @@ def _stored(store_path: Path) -> SweepRun | None:
 def test_a_llamacpp_sweep_stopped_after_its_first_point_resumes_in_the_same_run(tmp_path: Path) -> None:
     store, port = tmp_path / "runs.sqlite", free_port()
     proc = _sweep_cli(store, "--engine", "llamacpp", "--grid", "-np 1,2", "--requests", "3", "--max-tokens", "16",
-                      "--port", str(port), "--start-timeout", "120")  # fmt: skip
+                      "--eval", "quick", "--port", str(port), "--start-timeout", "120")  # fmt: skip
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
@@ -88,4 +88,5 @@ def test_a_llamacpp_sweep_stopped_after_its_first_point_resumes_in_the_same_run(
     for point in done.points:
         assert point.plan is not None and point.logged is not None
         assert point.plan.kv_tokens == point.logged.kv_tokens  # 8,192 and 16,384: each slot the model's context
+        assert point.eval_run is not None and [(e.suite, e.n) for e in point.evals] == [("quick", 6)]  # resumed too
     assert port_free("127.0.0.1", port)

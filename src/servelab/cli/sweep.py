@@ -52,6 +52,9 @@ def sweep(
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, like 1,4 (default 1)."),
     requests: int | None = typer.Option(None, "--requests", min=1, help="Requests per step (default 8)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Output tokens per request (default 64)."),
+    eval_suite: list[str] = typer.Option(
+        [], "--eval", help="An eval suite asked at each point after its bench (not code, repo or replay); repeat."
+    ),
     slo: str | None = typer.Option(None, "--slo", help="Like ttft=300ms,itl=50ms: names the best point that keeps it."),
     attainment: float = typer.Option(0.9, "--slo-attainment", min=0.01, max=1.0, help="Share of requests within it."),
     slo_turns: str | None = typer.Option(
@@ -83,8 +86,8 @@ def sweep(
                 options = _with_port(options, port)
         else:
             options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, requests,
-                               max_tokens, slo, attainment, slo_turns, gpu_key, alongside, headroom, try_all,
-                               port, start_timeout)  # fmt: skip
+                               max_tokens, eval_suite, slo, attainment, slo_turns, gpu_key, alongside, headroom,
+                               try_all, port, start_timeout)  # fmt: skip
         run_id, result = run_sweep(db, options, say, resume=db.get_run(resume).run_id if resume else None)
         if json_out:
             print_json({"run_id": run_id, **result_json(result)})
@@ -102,9 +105,9 @@ def _with_port(options: SweepOptions, port: int) -> SweepOptions:
 
 def _options(engine: str | None, model: str | None, model_config: str | None, grid: list[str], point: list[str],
              spec_path: Path | None, scenario: list[str], concurrency: str | None, requests: int | None,
-             max_tokens: int | None, slo: str | None, attainment: float, slo_turns: str | None, gpu_key: str | None,
-             alongside: list[str],
-             headroom: str, try_all: bool, port: int | None, start_timeout: float | None) -> SweepOptions:  # fmt: skip
+             max_tokens: int | None, evals: list[str], slo: str | None, attainment: float, slo_turns: str | None,
+             gpu_key: str | None, alongside: list[str], headroom: str, try_all: bool, port: int | None,
+             start_timeout: float | None) -> SweepOptions:  # fmt: skip
     from servelab.plan import gpu
     from servelab.sweep import Grid
 
@@ -124,7 +127,8 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
     if gpu_name:
         gpu(gpu_name)  # a typo said at once
     work = Workload(scenarios or ("code-chat",), levels, requests or (spec.requests if spec else None) or 8,
-                    max_tokens or (spec.max_tokens if spec else None) or 64)  # fmt: skip
+                    max_tokens or (spec.max_tokens if spec else None) or 64,
+                    _evals(evals or (spec.evals if spec else [])))  # fmt: skip
     return SweepOptions(
         engine=engine or (spec.engine if spec else None) or "vllm",
         grid=made,
@@ -150,3 +154,18 @@ def _slo(text: str | None, attainment: float, turns: str) -> SLO | None:
             raise UsageError("--slo-turns goes with an SLO", hint="--slo ttft=3s --slo-turns warm")
         return None
     return replace(parse_slo(text, attainment), turns=turns)
+
+
+def _evals(names: list[str]) -> tuple[str, ...]:
+    """The eval suites a point is asked: the built-in suites but code, and needle; code, repo and replay need a
+    sandbox, tasks or traces that a sweep does not carry."""
+    from servelab.eval import builtin_suites
+
+    known = [*(s for s in builtin_suites() if s != "code"), "needle"]
+    for name in names:
+        if name in ("code", "repo", "replay"):
+            raise UsageError(f"--eval {name!r} needs a sandbox, tasks or traces: run it with servelab eval",
+                             hint=", ".join(known))  # fmt: skip
+        if name not in known:
+            raise UsageError(f"--eval {name!r}: no such suite", hint=", ".join(known))
+    return tuple(dict.fromkeys(names))

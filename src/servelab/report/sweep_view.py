@@ -4,8 +4,8 @@ under the sweep's SLO, named with its command line."""
 
 from __future__ import annotations
 
-from servelab.core.figures import Figure, fmt_number, supports
-from servelab.core.results.sweep import PointFigures, SweepPoint, SweepRun
+from servelab.core.figures import Figure, fmt_number, proportion_text, supports
+from servelab.core.results.sweep import PointEval, PointFigures, SweepPoint, SweepRun
 from servelab.report import plots
 from servelab.report.model import Section, Table, add_plot, say
 from servelab.sweep import Candidate, SessionsHeld, best_under, candidates, pareto_front, sessions_held
@@ -54,7 +54,7 @@ def _point_row(p: SweepPoint) -> list[str]:
     start = "-"
     if p.start is not None and p.start.seconds is not None:
         start = f"{p.start.seconds:,.0f} s\n{p.start.cache}"
-    measured = "\n".join(_step_text(f) for f in p.figures) or (p.skipped or "-")
+    measured = "\n".join([*(_step_text(f) for f in p.figures), *(_eval_text(e) for e in p.evals)]) or (p.skipped or "-")
     failure = f"{p.failure.kind}:\n{p.failure.reason}" if p.failure else "-"
     return [str(p.index), p.key, plan_text, fmt_number(logged, 0) if logged is not None else "-", diff, start,
             measured, failure]  # fmt: skip
@@ -73,6 +73,10 @@ def _step_text(f: PointFigures) -> str:
     aggregate = fmt_number(f.aggregate_tok_s) if f.aggregate_tok_s is not None else "-"
     failed = f", {f.requests - f.ok} failed" if f.ok < f.requests else ""
     return f"{f.scenario}, {f.ok} ok{failed}: {user} tok/s per user, {aggregate} aggregate, TTFT {ttft}"
+
+
+def _eval_text(e: PointEval) -> str:
+    return f"eval {e.suite}: {proportion_text(e.k, e.n, e.low, e.high)} strict"
 
 
 def _front_row(c: Candidate) -> list[str]:

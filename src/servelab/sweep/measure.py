@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from servelab.bench import SLO, Load, at_levels, expand, run_bench
 from servelab.core.records import RequestRecord
-from servelab.core.results.sweep import PointFigures
+from servelab.core.results.sweep import PointEval, PointFigures
 from servelab.core.store import RunStore
 from servelab.core.summary import Summary
+from servelab.eval import EvalOptions, load_items, run_eval
 from servelab.load import Target
 
 
@@ -21,6 +22,7 @@ class Workload:
     concurrency: tuple[int, ...] = (1,)
     requests: int = 8
     max_tokens: int | None = 64
+    evals: tuple[str, ...] = ()  # eval suites asked at each point after its bench (no code suites: no sandbox here)
 
 
 def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) -> tuple[str, list[PointFigures]]:
@@ -34,6 +36,14 @@ def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) ->
     figures = [_figures(step.scenario, step.labels.level, step.summary, by_step.get(step.scenario, []), slo)
                for step in result.stored.steps]  # fmt: skip
     return result.run_id, figures
+
+
+def evaluate(store: RunStore, target: Target, suites: Sequence[str]) -> tuple[str, list[PointEval]]:
+    """The eval run's id and each suite's strict score at the point (every item once, the eval's defaults)."""
+    result = run_eval(store, [target], load_items(list(suites)), EvalOptions(), args={"sweep_point": target.name})
+    scores = result.stored.targets[target.name].suites if result.stored else {}
+    return result.run_id, [PointEval(suite=name, k=a.strict.k, n=a.strict.n, rate=a.strict.rate, low=a.strict.low,
+                                     high=a.strict.high) for name, a in scores.items()]  # fmt: skip
 
 
 def _figures(

@@ -30,7 +30,7 @@ from servelab.sweep.beside import Where, plan_point
 from servelab.sweep.failures import READ_LINES, classify
 from servelab.sweep.grid import Grid, Point
 from servelab.sweep.launch import ENGINES, PointEngine, StartFailed, launch_for, point_settings
-from servelab.sweep.measure import Workload, measure
+from servelab.sweep.measure import Workload, evaluate, measure
 from servelab.sweep.startlog import logged, start_facts
 
 Say = Callable[[str], None]
@@ -147,11 +147,13 @@ def _measured(store: RunStore, options: SweepOptions, base: SweepPoint, url: str
     try:
         target = resolve(TargetSpec(f"point-{base.index}", url))
         bench_run, figures = measure(store, target, options.work, options.slo)
+        eval_run, evals = evaluate(store, target, options.work.evals) if options.work.evals else (None, [])
     except (ServelabError, OSError, RuntimeError) as exc:  # the point's engine is up, but its measurement failed
         say(f"point {base.index}: measurement failed: {exc}")
         failure = PointFailure(kind="measurement failed", reason=str(exc))
         return base.model_copy(update={"status": "failed", "failure": failure})
-    return base.model_copy(update={"status": "measured", "bench_run": bench_run, "figures": figures})
+    update = {"status": "measured", "bench_run": bench_run, "figures": figures, "eval_run": eval_run, "evals": evals}
+    return base.model_copy(update=update)
 
 
 def _embedded_model(options: SweepOptions) -> Path:
@@ -190,6 +192,7 @@ def _args(options: SweepOptions) -> dict[str, Any]:
         "concurrency": list(options.work.concurrency),
         "requests": options.work.requests,
         "max_tokens": options.work.max_tokens,
+        "evals": list(options.work.evals),
         "slo": options.slo.limits() | {"attainment": options.slo.attainment} if options.slo else None,
         "slo_turns": options.slo.turns if options.slo else "all",
         "gpu": options.where.gpu,
@@ -218,7 +221,13 @@ def stored_options(store: RunStore, run_id: str) -> SweepOptions:
         grid=Grid(axes, points),
         model=s.get("model"),
         model_config=s.get("model_config"),
-        work=Workload(tuple(s["scenarios"]), tuple(s["concurrency"]), s["requests"], s.get("max_tokens")),
+        work=Workload(
+            tuple(s["scenarios"]),
+            tuple(s["concurrency"]),
+            s["requests"],
+            s.get("max_tokens"),
+            tuple(s.get("evals") or ()),
+        ),
         slo=SLO(
             ttft_ms=slo.get("ttft_ms"),
             tpot_ms=slo.get("tpot_ms"),

@@ -36,6 +36,7 @@ class SweepSpec(StrictModel):
     concurrency: list[int] | None = None
     requests: int | None = None
     max_tokens: int | None = None
+    evals: list[str] = Field(default_factory=list)  # eval suites asked at each point
     slo: str | None = None
     slo_turns: str | None = None  # session scenarios: "warm" judges the turns past each session's first
     gpu: str | None = None

@@ -27,3 +27,12 @@ def test_bad_input_is_refused_before_anything_starts(
     assert main(["sweep", "--store", str(tmp_path / "runs.sqlite"), *args]) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("suite", "said"), [("code", "needs a sandbox"), ("nonsense", "no such suite")])
+def test_an_eval_a_sweep_cannot_run_is_refused_before_any_engine_starts(
+    suite: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sweep", "--engine", "llamacpp", "--grid", "-np 1", "--eval", suite, "--store", str(tmp_path / "s.sqlite")]
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err

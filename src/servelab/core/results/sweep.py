@@ -75,6 +75,17 @@ class PointFigures(Model):
     peak_tokens: int | None = None  # a session step: the most tokens a turn held (prompt and reply)
 
 
+class PointEval(Model):
+    """An eval suite's score at the point: the strict channel's correct share, with its interval and count."""
+
+    suite: str
+    k: int
+    n: int
+    rate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
 class SweepPoint(Model):
     index: int
     key: str  # the point's flags and environment as one line (what a resume matches by)
@@ -89,6 +100,8 @@ class SweepPoint(Model):
     skipped: str | None = None
     bench_run: str | None = None
     figures: list[PointFigures] = Field(default_factory=list)
+    eval_run: str | None = None
+    evals: list[PointEval] = Field(default_factory=list)
 
 
 class SweepRun(RunResult):
