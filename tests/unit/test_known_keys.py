@@ -125,3 +125,24 @@ def test_near_misses_are_refused_other_keys_left_to_the_data() -> None:
     ):
         refuse_near_misses({"prompt": "hi", "max_token": 5}, known, "data.jsonl:line 2")
     assert nearest("Max_Tokens_", known) == "max_tokens"
+
+
+def test_every_settings_file_is_read_by_one_reader(tmp_path: Path) -> None:
+    """The gateway's config, a session spec and a sweep spec: a file that is not there, not TOML (or JSON by its
+    suffix), or not a table is said in one sentence naming it, by the one reader they share."""
+    from servelab.core.known_keys import read_table
+    from servelab.gateway.config import load_config
+    from servelab.load.sessions import read_spec as read_session_spec
+    from servelab.sweep import read_spec as read_sweep_spec
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("x = [")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    for read in (load_config, read_session_spec, read_sweep_spec, read_table):
+        with pytest.raises(UsageError, match=r"bad.toml is not valid TOML"):
+            read(bad)
+        with pytest.raises(UsageError, match=r"cannot read .*missing.toml"):
+            read(tmp_path / "missing.toml")
+    with pytest.raises(UsageError, match=r"list.json: the file holds a list, not a table"):
+        read_table(listed)

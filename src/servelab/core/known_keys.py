@@ -5,8 +5,11 @@ the error always names the file, the key and the nearest key it knows."""
 from __future__ import annotations
 
 import difflib
+import json
+import tomllib
 import typing
 from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -122,3 +125,20 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    """A settings file's top table: TOML, or JSON by its ``.json`` suffix; a file that cannot be read or parsed is
+    a :class:`UsageError` naming it (every reader of a spec or config file starts here, then :func:`validate`)."""
+    kind = "JSON" if path.suffix == ".json" else "TOML"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path} is not valid {kind}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: the file holds a {type(data).__name__}, not a table of settings")
+    return data

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from servelab.core.errors import UsageError
-from servelab.core.known_keys import validate
+from servelab.core.known_keys import read_table, validate
 
 
 class _Finite(BaseModel):
@@ -127,10 +125,4 @@ class GatewayConfig(_Finite):
 
 
 def load_config(path: Path) -> GatewayConfig:
-    try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path} is not valid TOML: {exc}") from None
-    return validate(GatewayConfig, raw, str(path), hint="see the gateway section of the README")
+    return validate(GatewayConfig, read_table(path), str(path), hint="see the gateway section of the README")

@@ -13,14 +13,12 @@ one refused with the nearest (``core.known_keys``). A grid axis's values are a l
 
 from __future__ import annotations
 
-import json
-import tomllib
 from pathlib import Path
 
 from pydantic import Field
 
 from servelab.core.errors import UsageError
-from servelab.core.known_keys import StrictModel, validate
+from servelab.core.known_keys import StrictModel, read_table, validate
 from servelab.sweep.grid import LEAVE_OUT, SWITCH_ON, Axis, Grid, make_grid
 
 Value = str | int | float | bool
@@ -70,12 +68,4 @@ def _word(value: Value) -> str:
 
 def read_spec(path: Path) -> SweepSpec:
     """The spec file (TOML, or JSON by its suffix), every key checked."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read the sweep spec {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {exc}") from None
-    return validate(SweepSpec, data, str(path))
+    return validate(SweepSpec, read_table(path), str(path))

@@ -58,7 +58,7 @@ def test_a_spec_file_reads_into_a_scenario(tmp_path: Path) -> None:
         (GOOD.replace("tool_share = 0.5", "tool_share = 2"), "tool_share: Input should be less than or equal to 1"),
         (GOOD.replace("turn_tokens = 300\n", ""), "turn_tokens is missing"),
         (GOOD + "preset = true\n", "unknown key 'preset'"),
-        ("head_tokens = [", "is not TOML"),
+        ("head_tokens = [", "is not valid TOML"),
     ],
 )
 def test_a_bad_spec_is_refused_in_a_sentence(tmp_path: Path, text: str, said: str) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import difflib
 import random
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from servelab.core.errors import UsageError
+from servelab.core.known_keys import read_table
 
 Tokens = Annotated[int, Field(ge=1, le=10_000_000)]
 
@@ -152,12 +152,7 @@ def preset(name: str) -> SessionSpec:
 
 def read_spec(path: Path) -> SessionSpec:
     """A user's session spec (TOML); a wrong or unknown key is refused in a sentence, with the nearest known key."""
-    try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path} is not TOML: {exc}") from exc
+    raw = read_table(path)
     raw.setdefault("name", path.stem)
     return spec_from(raw, str(path))
 
