@@ -215,8 +215,9 @@ def _session_figures(target: str, level: int, steps: list[Step]) -> str | None:
     f = step.sessions
     parts = [f"later turns' TTFT p50 {fmt(f.later_turn_ttft_ms_p50, 0)} ms"]
     parts += [f"hit share {pct_text(f.hit_share)}"] if f.hit_share is not None else []
-    parts += [f"{k.replace('_', ' ')} {fmt(f.engine[k], 2 if k == 'kv_usage_max' else 0)}"
-              for k in ("preemptions", "kv_usage_max") if isinstance(f.engine.get(k), int | float)]  # fmt: skip
+    preempted, kv = f.engine.get("preemptions"), f.engine.get("kv_usage_max")
+    parts += [f"preemptions {fmt(float(preempted), 0)}"] if isinstance(preempted, int | float) else []
+    parts += [f"KV cache {pct_text(float(kv))} used at most"] if isinstance(kv, int | float) else []
     return ", ".join(parts)
 
 
