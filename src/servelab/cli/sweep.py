@@ -13,6 +13,7 @@ from servelab.core.errors import UsageError
 from servelab.core.terminal import styled
 from servelab.plan import parse_alongside, parse_size
 from servelab.sweep import ENGINES, SweepOptions, Where, Workload, make_grid, read_spec, run_sweep, stored_options
+from servelab.sweep.spec import SweepSpec
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:
@@ -50,8 +51,13 @@ def sweep(
         [], "--scenario", help="Bench scenario for each point (default code-chat); repeat."
     ),
     concurrency: str | None = typer.Option(None, "--concurrency", help="Concurrency levels, like 1,4 (default 1)."),
+    sessions: str | None = typer.Option(
+        None, "--sessions", help="A session scenario's levels, concurrent sessions like 1,2,4 (default: --concurrency)."
+    ),
     requests: int | None = typer.Option(None, "--requests", min=1, help="Requests per step (default 8)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Output tokens per request (default 64)."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="Output tokens per request (default 64; a session spec's own replies)."
+    ),
     eval_suite: list[str] = typer.Option(
         [], "--eval", help="An eval suite asked at each point after its bench (not code, repo or replay); repeat."
     ),
@@ -85,9 +91,9 @@ def sweep(
             if port is not None:
                 options = _with_port(options, port)
         else:
-            options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, requests,
-                               max_tokens, eval_suite, slo, attainment, slo_turns, gpu_key, alongside, headroom,
-                               try_all, port, start_timeout)  # fmt: skip
+            options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, sessions,
+                               requests, max_tokens, eval_suite, slo, attainment, slo_turns, gpu_key, alongside,
+                               headroom, try_all, port, start_timeout)  # fmt: skip
         run_id, result = run_sweep(db, options, say, resume=db.get_run(resume).run_id if resume else None)
         if json_out:
             print_json({"run_id": run_id, **result_json(result)})
@@ -104,7 +110,8 @@ def _with_port(options: SweepOptions, port: int) -> SweepOptions:
 
 
 def _options(engine: str | None, model: str | None, model_config: str | None, grid: list[str], point: list[str],
-             spec_path: Path | None, scenario: list[str], concurrency: str | None, requests: int | None,
+             spec_path: Path | None, scenario: list[str], concurrency: str | None, sessions: str | None,
+             requests: int | None,
              max_tokens: int | None, evals: list[str], slo: str | None, attainment: float, slo_turns: str | None,
              gpu_key: str | None, alongside: list[str], headroom: str, try_all: bool, port: int | None,
              start_timeout: float | None) -> SweepOptions:  # fmt: skip
@@ -127,8 +134,8 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
     if gpu_name:
         gpu(gpu_name)  # a typo said at once
     work = Workload(scenarios or ("code-chat",), levels, requests or (spec.requests if spec else None) or 8,
-                    max_tokens or (spec.max_tokens if spec else None) or 64,
-                    _evals(evals or (spec.evals if spec else [])))  # fmt: skip
+                    max_tokens or (spec.max_tokens if spec else None),
+                    _evals(evals or (spec.evals if spec else [])), _session_levels(sessions, spec))  # fmt: skip
     return SweepOptions(
         engine=engine or (spec.engine if spec else None) or "vllm",
         grid=made,
@@ -169,3 +176,9 @@ def _evals(names: list[str]) -> tuple[str, ...]:
         if name not in known:
             raise UsageError(f"--eval {name!r}: no such suite", hint=", ".join(known))
     return tuple(dict.fromkeys(names))
+
+
+def _session_levels(text: str | None, spec: SweepSpec | None) -> tuple[int, ...] | None:
+    if text:
+        return _ints(text, "--sessions")
+    return tuple(spec.sessions) if spec and spec.sessions else None

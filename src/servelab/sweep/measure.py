@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.bench import SLO, Load, at_levels, expand, run_bench
+from servelab.bench import SLO, Load, Scenario, at_levels, expand, run_bench
 from servelab.core.records import RequestRecord
 from servelab.core.results.sweep import PointEval, PointFigures
 from servelab.core.store import RunStore
@@ -15,20 +15,38 @@ from servelab.core.summary import Summary
 from servelab.eval import EvalOptions, load_items, run_eval
 from servelab.load import Target
 
+DEFAULT_MAX_TOKENS = 64  # a request scenario's output at each point unless --max-tokens says otherwise
+
 
 @dataclass(frozen=True, slots=True)
 class Workload:
     scenarios: tuple[str, ...] = ("code-chat",)
     concurrency: tuple[int, ...] = (1,)
     requests: int = 8
-    max_tokens: int | None = 64
+    max_tokens: int | None = None  # request scenarios: None is 64; session scenarios: None keeps the spec's replies
     evals: tuple[str, ...] = ()  # eval suites asked at each point after its bench (no code suites: no sandbox here)
+    sessions: tuple[int, ...] | None = None  # a session scenario's levels (concurrent sessions); None: concurrency
 
 
 def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) -> tuple[str, list[PointFigures]]:
-    """The bench run's id and each step's figures."""
-    scenarios = at_levels(expand(list(work.scenarios)), work.concurrency)
-    load = Load(requests=work.requests, max_tokens=work.max_tokens, warmup=1)
+    """The bench runs' ids (the request scenarios' run, then the session scenarios' where both were asked: their
+    output lengths differ) and each step's figures."""
+    every = expand(list(work.scenarios))
+    asked = [s for s in every if s.sessions is None], [s for s in every if s.sessions is not None]
+    levels = work.concurrency, work.sessions or work.concurrency
+    outputs = work.max_tokens or DEFAULT_MAX_TOKENS, work.max_tokens
+    runs, figures = [], []
+    for scenarios, at, max_tokens in zip(asked, levels, outputs, strict=True):
+        if scenarios:
+            run_id, got = _bench(store, target, at_levels(scenarios, at), Load(requests=work.requests,
+                                 max_tokens=max_tokens, warmup=1), slo)  # fmt: skip
+            runs.append(run_id)
+            figures += got
+    return ",".join(runs), figures
+
+
+def _bench(store: RunStore, target: Target, scenarios: list[Scenario], load: Load,
+           slo: SLO | None) -> tuple[str, list[PointFigures]]:  # fmt: skip
     result = run_bench(store, [target], scenarios, load, goodput=slo, args={"sweep_point": target.name})
     by_step: dict[str, list[RequestRecord]] = {}
     for record in result.records:

@@ -193,6 +193,7 @@ def _args(options: SweepOptions) -> dict[str, Any]:
         "requests": options.work.requests,
         "max_tokens": options.work.max_tokens,
         "evals": list(options.work.evals),
+        "sessions": list(options.work.sessions) if options.work.sessions else None,
         "slo": options.slo.limits() | {"attainment": options.slo.attainment} if options.slo else None,
         "slo_turns": options.slo.turns if options.slo else "all",
         "gpu": options.where.gpu,
@@ -227,6 +228,7 @@ def stored_options(store: RunStore, run_id: str) -> SweepOptions:
             s["requests"],
             s.get("max_tokens"),
             tuple(s.get("evals") or ()),
+            tuple(s["sessions"]) if s.get("sessions") else None,
         ),
         slo=SLO(
             ttft_ms=slo.get("ttft_ms"),

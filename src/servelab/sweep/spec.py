@@ -32,6 +32,7 @@ class SweepSpec(StrictModel):
     points: list[str] = Field(default_factory=list)
     scenarios: list[str] | None = None
     concurrency: list[int] | None = None
+    sessions: list[int] | None = None  # a session scenario's levels (concurrent sessions)
     requests: int | None = None
     max_tokens: int | None = None
     evals: list[str] = Field(default_factory=list)  # eval suites asked at each point

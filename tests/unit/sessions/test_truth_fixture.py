@@ -209,3 +209,24 @@ def test_sessions_split_over_load_processes_keep_each_history_whole(cache_sim: T
     assert len(result.stored.steps[0].clients) == 2
     figures = result.stored.steps[0].sessions
     assert figures is not None and (figures.sessions, figures.turns, figures.ok) == (4, 12, 12)
+
+
+@pytest.mark.parametrize("cache_sim", [SIM], indirect=True)
+def test_a_sweep_point_runs_request_scenarios_at_its_concurrency_and_sessions_at_their_levels(
+    cache_sim: Target, tmp_path: Path
+) -> None:
+    """--concurrency for the request scenarios, --sessions for the session ones, two bench runs (their output lengths
+    differ: 64 tokens a request, the spec's own replies a turn)."""
+    from servelab.sweep import Workload
+    from servelab.sweep.measure import measure
+
+    spec = tmp_path / "truth.toml"
+    spec.write_text('name = "truth"\nturns = 2\nhead_tokens = 200\nturn_tokens = 16\noutput_tokens = 5\n')
+    with RunStore(tmp_path / "s.sqlite") as db:
+        runs, figures = measure(db, cache_sim, Workload(("synthetic:16:4", str(spec)), (2,), 2, None, (), (1, 3)), None)
+        records = {r: db.records(r) for r in runs.split(",")}
+    assert len(records) == 2
+    assert [(f.scenario, f.sessions) for f in figures] == [
+        ("synthetic:16:4@c2", False), ("truth@c1", True), ("truth@c3", True)]  # fmt: skip
+    turns = [r for got in records.values() for r in got if r.labels.turn]
+    assert turns and all(r.completion_tokens == 5 for r in turns if r.ok)  # the spec's replies, not 64
