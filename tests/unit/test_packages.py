@@ -73,9 +73,10 @@ PUBLIC: dict[str, list[str]] = {
     "servelab.report": ["Report", "build_report", "build_sections", "compare_table", "plot_intervals", "print_section",
                         "print_summary", "report_runs", "report_text", "rich_table", "section", "section_tables",
                         "summary_table", "write_report"],
-    "servelab.sweep": ["ENGINES", "Axis", "Candidate", "Grid", "Launch", "Point", "SweepOptions", "Where", "Workload",
-                       "best_under", "candidates", "classify", "launch_for", "make_grid", "pareto_front", "parse_axis",
-                       "parse_point", "plan_point", "read_spec", "run_sweep", "stored_options"],
+    "servelab.sweep": ["ENGINES", "Axis", "Candidate", "Grid", "Launch", "Point", "SessionsHeld", "SweepOptions",
+                       "SweepSpec", "Where", "Workload", "best_under", "candidates", "classify", "launch_for",
+                       "make_grid", "pareto_front", "parse_axis", "parse_point", "plan_point", "read_spec", "run_sweep",
+                       "sessions_held", "stored_options"],
     "servelab.testing": ["CacheSim", "FakeServer", "MODES", "Scripted", "ScriptedStream", "SimEngine", "SinkShape",
                          "free_port", "loop_in_thread", "serve", "serve_cache_sim", "serve_sim", "sse_chat"],
 }  # fmt: skip

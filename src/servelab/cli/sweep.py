@@ -12,8 +12,17 @@ from servelab.cli._common import JsonOption, StoreOption, console, open_store, p
 from servelab.core.errors import UsageError
 from servelab.core.terminal import styled
 from servelab.plan import parse_alongside, parse_size
-from servelab.sweep import ENGINES, SweepOptions, Where, Workload, make_grid, read_spec, run_sweep, stored_options
-from servelab.sweep.spec import SweepSpec
+from servelab.sweep import (
+    ENGINES,
+    SweepOptions,
+    SweepSpec,
+    Where,
+    Workload,
+    make_grid,
+    read_spec,
+    run_sweep,
+    stored_options,
+)
 
 
 def _ints(text: str, flag: str) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from servelab.sweep.measure import Workload
 from servelab.sweep.pareto import Candidate, best_under, candidates, pareto_front
 from servelab.sweep.run import SweepOptions, run_sweep, stored_options
 from servelab.sweep.sessions import SessionsHeld, sessions_held
-from servelab.sweep.spec import read_spec
+from servelab.sweep.spec import SweepSpec, read_spec
 
 __all__ = [
     "ENGINES",
@@ -19,6 +19,7 @@ __all__ = [
     "Point",
     "SessionsHeld",
     "SweepOptions",
+    "SweepSpec",
     "Where",
     "Workload",
     "best_under",
