@@ -379,7 +379,8 @@ class Gateway:
             if isinstance(usage.get(kind), int):
                 self.metrics.usage(route, kind.removesuffix("_tokens"), usage[kind])
         if self.recorder is not None:
-            self.recorder.note(self.admission.counter, plan.path, plan.body, plan.arrived_ns, usage)
+            counted = usage if route == LOCAL else {**usage, "prompt_tokens": None}  # another model's count
+            self.recorder.note(self.admission.counter, plan.path, plan.body, plan.arrived_ns, counted)
 
     def _headers(self, route: str, plan: _Plan, *, failed_over: bool) -> Headers:
         reason = f"failover_from_{plan.decision.route}" if failed_over else plan.decision.reason

@@ -61,6 +61,8 @@ def test_chats_sharing_a_system_prompt_share_its_blocks_and_keep_no_text(counter
     assert shared >= len(counter.prompt_ids(CHAT, _chat(SYSTEM, ""))) // 64 - 1 >= 5
     assert other["hash_ids"][0] != one["hash_ids"][0]
     assert one["input_length"] == 999 and one["output_length"] == 7  # the engine's usage
+    external = recorder.line(counter, CHAT, _chat(SYSTEM, "x"), 0, {"prompt_tokens": None, "completion_tokens": 7})
+    assert json.loads(external or "")["input_length"] == len(counter.prompt_ids(CHAT, _chat(SYSTEM, "x")))
     assert two["session"] == "s-1" and "session" not in one
     text = json.dumps([one, two, other])
     assert not any(word in text for word in ("zebras", "owls", "narrator", "rule"))
