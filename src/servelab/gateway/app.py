@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -26,6 +28,7 @@ from servelab.gateway.outlet import Outlet
 from servelab.gateway.pipe import WHOLE_FIELDS, Pipe, Watchdog, passed_on
 from servelab.gateway.policy import EXTERNAL, LOCAL, Decision, Facts, decide
 from servelab.gateway.poll import BusyPoll
+from servelab.gateway.record import Recorder
 from servelab.gateway.sse import EventRelay, error_event
 from servelab.gateway.state import Health
 from servelab.gateway.store import Limits, Store, make_store
@@ -59,6 +62,8 @@ class _Plan:
     est: Estimate
     routes: list[str]
     outlet: Outlet | None  # a stream's direct line to the client (None: not streamed)
+    path: str = ""
+    arrived_ns: int = 0  # monotonic, when the body was read (a recorded trace's timestamp)
 
 
 class Gateway:
@@ -77,6 +82,8 @@ class Gateway:
         self._counter_settled = False  # the engine has not yet said which model folder it serves
         self._limits = Limits(policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens)
         self.client_keys = KeyRing(config.keys.clients)
+        record = config.record
+        self.recorder = Recorder(Path(record.path), record.block_tokens) if record.path else None
 
     # ---- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -98,6 +105,8 @@ class Gateway:
         for client in self.clients.values():
             await client.aclose()
         await self.store.close()
+        if self.recorder is not None:
+            self.recorder.close()
 
     async def _watch_local(self) -> None:
         policy, path = self.config.policy, self.config.local.health_path
@@ -192,7 +201,7 @@ class Gateway:
             body = parse_body(request.body, self.config.server.max_json_depth)
         except BadBody as exc:
             return error(400, str(exc), "invalid_request_error")
-        policy = self.config.policy
+        policy, arrived = self.config.policy, time.monotonic_ns() if self.recorder is not None else 0
         est = await self.admission.figure(request.path, body, request.body)
         decision = decide(
             await self.facts(est.tokens), policy.prefill_threshold_tokens, policy.realtime_prefill_budget_tokens
@@ -201,7 +210,7 @@ class Gateway:
         if not routes:
             return self._unavailable(decision, est)
         outlet = request.outlet if body.get("stream") else None
-        plan = _Plan(body, decision, est, routes, outlet)
+        plan = _Plan(body, decision, est, routes, outlet, request.path, arrived)
         opening = self._open_first(request.body, PATHS[request.path], plan)
         if outlet is None or policy.keepalive_s <= 0:
             return await self._answer(await opening, plan)
@@ -238,7 +247,7 @@ class Gateway:
             return error(502, f"the external API refused the gateway's credentials (HTTP {status})",
                          "upstream_auth_error", [*headers, ("x-should-retry", "false")])  # fmt: skip
         headers += passed_on(attempt.opened.response.headers, WHOLE_FIELDS)
-        return await self._whole(attempt, headers)
+        return await self._whole(attempt, headers, plan)
 
     async def _open_first(self, raw: bytes, path: str, plan: _Plan) -> tuple[Attempt | None, list[str]]:
         """Open on the first route; on a failure before the first byte, once on the next. The local prefill
@@ -271,7 +280,7 @@ class Gateway:
     def _pipe(self, route: str, plan: _Plan, failed_over: bool) -> Pipe:
         assert plan.outlet is not None
         asked_usage = bool((plan.body.get("stream_options") or {}).get("include_usage"))
-        relay = EventRelay(asked_usage, lambda usage: self._usage(route, usage))
+        relay = EventRelay(asked_usage, lambda usage: self._usage(route, usage, plan))
         return Pipe(plan.outlet, relay, self._headers(route, plan, failed_over=failed_over))
 
     async def _piped(self, attempt: Attempt, pipe: Pipe, plan: _Plan) -> Sent:
@@ -335,7 +344,7 @@ class Gateway:
         else:
             await asyncio.shield(self.store.release(charge))
 
-    async def _whole(self, attempt: Attempt, headers: Headers) -> Response:
+    async def _whole(self, attempt: Attempt, headers: Headers, plan: _Plan) -> Response:
         """The upstream's whole answer, its bytes as they came. Broken off mid-body it is a 502, stalled a 504,
         both with this answer's route and reason (the upstream took the request: the client is told not to retry
         it, x-should-retry: false)."""
@@ -356,7 +365,7 @@ class Gateway:
             response.close()
             gauge.dec()
         with contextlib.suppress(ValueError, AttributeError, TypeError):
-            self._usage(attempt.route, orjson.loads(content).get("usage") or {})
+            self._usage(attempt.route, orjson.loads(content).get("usage") or {}, plan)
         kind = response.header(b"content-type") or "application/json"
         return Response(response.status, content, headers, kind)
 
@@ -365,10 +374,13 @@ class Gateway:
         x-servelab-* headers say, so /metrics and the headers never disagree, however the answer ended."""
         self.metrics.answered(status, headers)
 
-    def _usage(self, route: str, usage: dict[str, Any]) -> None:
+    def _usage(self, route: str, usage: dict[str, Any], plan: _Plan) -> None:
         for kind in ("prompt_tokens", "completion_tokens"):
             if isinstance(usage.get(kind), int):
                 self.metrics.usage(route, kind.removesuffix("_tokens"), usage[kind])
+        if self.recorder is not None:
+            counted = usage if route == LOCAL else {**usage, "prompt_tokens": None}  # another model's count
+            self.recorder.note(self.admission.counter, plan.path, plan.body, plan.arrived_ns, counted)
 
     def _headers(self, route: str, plan: _Plan, *, failed_over: bool) -> Headers:
         reason = f"failover_from_{plan.decision.route}" if failed_over else plan.decision.reason

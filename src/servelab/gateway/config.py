@@ -101,6 +101,13 @@ class State(_Finite):
     retry_s: float = Field(default=0.5, gt=0.0, le=60.0)  # after a Redis fault: left alone this long, then probed
 
 
+class Record(_Finite):
+    """The traffic as a replayable trace (off when ``path`` is empty): gateway/record.py."""
+
+    path: str = ""
+    block_tokens: int = Field(default=512, ge=16, le=1 << 20)  # tokens a hash id stands for (Mooncake's 512)
+
+
 class GatewayConfig(_Finite):
     host: str = "127.0.0.1"
     port: int = Field(default=8900, ge=0, le=65535)  # 0: any free port (one process only)
@@ -110,6 +117,7 @@ class GatewayConfig(_Finite):
     keys: Keys = Field(default_factory=Keys)
     state: State = Field(default_factory=State)
     server: Server = Field(default_factory=Server)
+    record: Record = Field(default_factory=Record)
     workers: int = Field(default=1, ge=1, le=256)
     max_body_bytes: int = Field(default=16 * 2**20, ge=1024)
     strip_for_external: list[str] = [

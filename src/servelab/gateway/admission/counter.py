@@ -86,6 +86,21 @@ class TokenCounter:
         exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
 
+    def prompt_ids(self, path: str, body: dict[str, Any]) -> list[int]:
+        """The token ids of the prompt ``body`` puts on the engine (a chat: its first render; a completions batch:
+        its first prompt), for a recorded trace's block hashes; :class:`Uncountable` where the count would be."""
+        variables = self.template.variables if self.template is not None else frozenset()
+        kwargs = check_fields(path == CHAT, body, variables)
+        if path == CHAT:
+            return self._ids(self._chat(body, kwargs)[0][0])
+        prompt: Any = body.get("prompt")
+        first: Any = prompt[0] if isinstance(prompt, list) and prompt and not _is_id(prompt[0]) else prompt
+        texts, _ = prompts(first)  # refused when of no known form
+        return self._ids(texts[0]) if texts else [int(i) for i in first if _is_id(i)]  # ids, as prompts() found
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode_batch_fast([text], add_special_tokens=True)[0].ids)
+
     def _affine(
         self, body: dict[str, Any], kwargs: dict[str, Any], bound_max: int, long_at: int | None
     ) -> Count | None:
