@@ -281,16 +281,7 @@ async def work(job: Job, send: Send, take: Callable[[], int | None], started: Ca
     run.monitor.worker = job.worker
     send(("ready",))
     share = Share(job.worker, job.workers, job.streams, take, await started())
-    await asyncio.sleep(max(0.0, ((share.start_ns or 0) - time.perf_counter_ns()) / 1e9))  # all start together
-    flusher = asyncio.create_task(_flush(send, batch, run))
-    run.monitor.start()
-    try:
-        await run.drive(share)
-    finally:
-        flusher.cancel()
-        client = await run.monitor.stop()
-        _send_batch(send, batch, 0)
-        send(("done", client, run.result.warnings, run.result.stopped_early))
+    await _driven(send, batch, run, share, lambda: run.result.warnings)
 
 
 def _send_batch(send: Send, batch: list[RequestRecord], in_flight: int) -> None:
@@ -308,7 +299,14 @@ async def work_sessions(job: Job, send: Send, started: Callable[[], Awaitable[in
     await run.prepare()  # the job's load has no warm-up: the lead's warmed the server
     send(("ready",))
     share = Share(job.worker, job.workers, None, None, await started())
-    await asyncio.sleep(max(0.0, ((share.start_ns or 0) - time.perf_counter_ns()) / 1e9))
+    await _driven(send, batch, run, share, lambda: run.result.warnings + session_warnings(
+        run.result.records, job.load, run.compactions, run.unfit))  # fmt: skip
+
+
+async def _driven(send: Send, batch: list[RequestRecord], run: ScenarioRun | SessionRun, share: Share,
+                  warnings: Callable[[], list[str]]) -> None:  # fmt: skip
+    """From the shared start: the run's share driven, its records sent as they finish, then its client load."""
+    await asyncio.sleep(max(0.0, ((share.start_ns or 0) - time.perf_counter_ns()) / 1e9))  # all start together
     flusher = asyncio.create_task(_flush(send, batch, run))
     run.monitor.start()
     try:
@@ -317,8 +315,7 @@ async def work_sessions(job: Job, send: Send, started: Callable[[], Awaitable[in
         flusher.cancel()
         client = await run.monitor.stop()
         _send_batch(send, batch, 0)
-        warnings = run.result.warnings + session_warnings(run.result.records, job.load, run.compactions, run.unfit)
-        send(("done", client, warnings, run.result.stopped_early))
+        send(("done", client, warnings(), run.result.stopped_early))
 
 
 async def _flush(send: Send, batch: list[RequestRecord], run: ScenarioRun | SessionRun) -> None:
