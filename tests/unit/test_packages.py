@@ -14,10 +14,10 @@ import servelab
 
 PUBLIC: dict[str, list[str]] = {
     "servelab.bench": ["BenchResult", "Bottleneck", "DEFAULT_REQUESTS", "HOLD_WAVES", "Load", "Row", "RunComparison",
-                       "SLO", "Scenario", "Step", "Target", "at_levels", "at_rates", "bottleneck", "compare_runs",
-                       "expand", "no_verdict", "parse_slo", "resolve_targets", "rows_to_dicts", "run_bench",
-                       "scenario_names", "search_slo", "side_by_side", "sized", "slo_requests", "trace_scenario",
-                       "with_session_options"],
+                       "SLO", "Scenario", "Step", "Target", "at_levels", "at_rates", "bottleneck", "check_turns",
+                       "compare_runs", "expand", "no_verdict", "parse_slo", "resolve_targets", "rows_to_dicts",
+                       "run_bench", "scenario_names", "search_slo", "side_by_side", "sized", "slo_requests",
+                       "trace_scenario", "with_session_options"],
     "servelab.check": ["CheckOptions", "CheckOutcome", "STEPS", "StepResult", "default_report_path", "failure_notes",
                        "report_runs", "run_check", "this_gpu", "validate"],
     "servelab.cli": ["app", "main"],

@@ -4,7 +4,7 @@ from servelab.bench.compare import rows_to_dicts, side_by_side
 from servelab.bench.run import BenchResult, at_levels, at_rates, resolve_targets, run_bench, search_slo
 from servelab.bench.runs import RunComparison, compare_runs
 from servelab.bench.sizing import DEFAULT_REQUESTS, HOLD_WAVES, no_verdict, sized, slo_requests
-from servelab.bench.slo import SLO, parse_slo
+from servelab.bench.slo import SLO, check_turns, parse_slo
 from servelab.bench.verdict import bottleneck
 from servelab.core.results import Bottleneck, Row, Step
 from servelab.load.runner import Load, Target
@@ -26,6 +26,7 @@ __all__ = [
     "at_levels",
     "at_rates",
     "bottleneck",
+    "check_turns",
     "compare_runs",
     "expand",
     "no_verdict",

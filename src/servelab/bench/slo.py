@@ -60,8 +60,19 @@ def _longest_gap(record: RequestRecord) -> float | None:
     return max(inter_chunk_gaps_ms(record), default=0.0) if record.chunk_ns else None
 
 
-def parse_slo(text: str, attainment: float = 0.9) -> SLO:
-    """'ttft=300ms,itl=50ms' → SLO(ttft_ms=300, itl_ms=50); each limit a positive finite time, each key once."""
+TURNS = ("all", "warm")
+
+
+def check_turns(turns: str) -> str:
+    """``--slo-turns``: the turns of a session step an SLO judges, all or warm."""
+    if turns not in TURNS:
+        raise UsageError(f"--slo-turns is all or warm, got {turns!r}")
+    return turns
+
+
+def parse_slo(text: str, attainment: float = 0.9, turns: str = "all") -> SLO:
+    """'ttft=300ms,itl=50ms' → SLO(ttft_ms=300, itl_ms=50); each limit a positive finite time, each key once;
+    ``turns`` all or warm."""
     limits: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = (x.strip() for x in part.partition("="))
@@ -77,7 +88,8 @@ def parse_slo(text: str, attainment: float = 0.9) -> SLO:
     if not 0 < attainment <= 1 or not math.isfinite(attainment):
         raise UsageError(f"the SLO attainment is a share above 0 and at most 1, not {attainment:g}", hint="like 0.9")
     get = limits.get
-    return SLO(ttft_ms=get("ttft"), tpot_ms=get("tpot"), e2e_ms=get("e2e"), attainment=attainment, itl_ms=get("itl"))
+    return SLO(ttft_ms=get("ttft"), tpot_ms=get("tpot"), e2e_ms=get("e2e"), attainment=attainment, itl_ms=get("itl"),
+               turns=check_turns(turns))  # fmt: skip
 
 
 def _time_ms(value: str, key: str) -> float:

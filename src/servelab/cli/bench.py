@@ -6,7 +6,7 @@ import csv
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -22,6 +22,7 @@ from servelab.bench import (
     Target,
     at_levels,
     at_rates,
+    check_turns,
     compare_runs,
     expand,
     parse_slo,
@@ -250,7 +251,7 @@ def bench(
 
         if slo:
             bounds = SearchBounds(slo_over, max_rate if slo_over == "rate" else max_concurrency, start_rate)
-            judged = replace(parse_slo(slo, slo_attainment), turns=slo_turns)
+            judged = parse_slo(slo, slo_attainment, slo_turns)
             _search(db, targets, scenarios, load, judged, bounds, step, run_args, json_out)
             return
         result = run_bench(
@@ -293,9 +294,7 @@ def bottlenecks(steps: list[Step]) -> dict[str, str]:
 def _check_slo_turns(turns: str, scenarios: list[Scenario]) -> None:
     """``warm`` judges a session's later turns: refused where a scenario has no sessions (it would judge nothing
     differently, and say it had)."""
-    if turns not in ("all", "warm"):
-        raise UsageError(f"--slo-turns is all or warm, got {turns!r}")
-    if turns == "warm" and not all(s.sessions for s in scenarios):
+    if check_turns(turns) == "warm" and not all(s.sessions for s in scenarios):
         raise UsageError("--slo-turns warm judges session scenarios only", hint="--scenario agentic-coding")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -161,15 +160,13 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
 
 def _slo(text: str | None, attainment: float, turns: str) -> SLO | None:
     """The sweep's SLO; ``turns`` (all or warm) says which turns of a session step it judges."""
-    from servelab.bench import parse_slo
+    from servelab.bench import check_turns, parse_slo
 
-    if turns not in ("all", "warm"):
-        raise UsageError(f"--slo-turns is all or warm, got {turns!r}")
     if text is None:
-        if turns == "warm":
+        if check_turns(turns) == "warm":
             raise UsageError("--slo-turns goes with an SLO", hint="--slo ttft=3s --slo-turns warm")
         return None
-    return replace(parse_slo(text, attainment), turns=turns)
+    return parse_slo(text, attainment, turns)
 
 
 def _evals(names: list[str]) -> tuple[str, ...]:
