@@ -8,7 +8,12 @@
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
 #           after its weights): decode at 1-16 streams, then the session capacity search (agentic-100k.toml)
 #   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager) at 128K and 0.62: decode, then the session capacity search
-#   dense   Llama-3.1-8B (eager): decode at 1-16 streams
+#           (1-3 sessions); the server is left up, so hybrid-sessions can finish a search the budget cut short
+#   dense   Llama-3.1-8B compiled (CUDA graphs): a cold start, decode at 1-16 streams, then a second start that
+#           should load the compiled graphs from the cache (the compile time against the cached start)
+#   moe     Mixtral-8x7B (bf16, eager; its vocabulary the stand-in tokenizer's): decode at 1-16 streams (an MoE whose experts a small batch mostly reads)
+#   gateway the vLLM server stopped, the gateway's one-stream added TTFT beside a compiled relay and the gateway
+#           before exact counting (.old-src = `git archive ca91d96 src`; .bench-tokenizer = SmolLM2's tokenizer)
 #   sweep   seed 000's questions on Laguna (sweep-seed000.toml); interrupted at the stage's budget, resumable
 #   resume  the sweep resumed
 # usage: bash benchmarks/gpu/seed_runs.sh STAGE [STAGE ...] OUT        (BUDGET_S=570 for the whole command)
@@ -59,13 +64,28 @@ for STAGE in "${STAGES[@]}"; do
       # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
       VLLM_USE_DEEP_GEMM=0 serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 \
-        --gpu-memory-utilization 0.62 --additional-config '{"gdn_prefill_backend": "triton"}' \
-        --enable-prompt-tokens-details \
-        && decode hybrid && sessions hybrid 4
-      bash benchmarks/gpu/stop_server.sh; pack hybrid ;;
+        --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
+        && decode hybrid && sessions hybrid 3
+      pack hybrid ;;
+    hybrid-sessions)
+      sessions hybrid 3; pack hybrid-sessions ;;
     dense)
-      serve $KIT/models/llama-3.1-8b dense && decode dense
+      serve $KIT/models/llama-3.1-8b dense --no-enforce-eager && decode dense
+      serve $KIT/models/llama-3.1-8b dense-cached --no-enforce-eager
+      grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/w/serve-dense*.log | cut -c1-200
       bash benchmarks/gpu/stop_server.sh; pack dense ;;
+    moe)
+      serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 && decode moe
+      bash benchmarks/gpu/stop_server.sh; pack moe ;;
+    gateway)
+      bash benchmarks/gpu/stop_server.sh
+      timeout -k 10 "$(left)" python3 benchmarks/gateway/run.py --levels 1 --rounds 8 --seconds 4 --workers 1 \
+        --litellm none --tokens 1,3 --c-relay --tokenizer "$PWD/.bench-tokenizer" \
+        --compare "base-ca91d96=$PWD/.old-src/src" >/tmp/w/one-stream.txt 2>&1
+      echo "gateway rc=$? at ${SECONDS}s"; tail -30 /tmp/w/one-stream.txt
+      timeout -k 10 "$(left)" python3 benchmarks/gateway/count.py --engine none --model-folder .bench-tokenizer \
+        --rounds 50 >/tmp/w/count.txt 2>&1; tail -8 /tmp/w/count.txt
+      nproc >/tmp/w/host.txt; lscpu >>/tmp/w/host.txt 2>&1; pack gateway ;;
     sweep|resume)
       bash benchmarks/gpu/stop_server.sh
       if [[ $STAGE == sweep ]]; then
