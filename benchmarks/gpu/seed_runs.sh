@@ -32,10 +32,23 @@ serve() {  # MODEL_DIR LABEL [vllm args]: a fresh server, its log kept
     >/tmp/w/serve-$label.txt 2>&1
   local rc=$?; tail -12 /tmp/w/serve-$label.txt; echo "serve $label rc=$rc at ${SECONDS}s"; return $rc
 }
-decode() {  # LABEL: closed-loop decode at 1-16 streams (2,048-token prompts, 128 tokens out), the fit's points
-  sl bench --target "$1=$URL" --scenario synthetic:2048:128 --sweep 1,2,4,8,16 --requests 16 --max-tokens 128 \
+decode() {  # LABEL: closed-loop decode at 1-16 streams (2,048-token prompts, 128 tokens out, sampled: random weights
+  # decoding greedily repeat a few tokens and an MoE then reads the same experts for every stream), the fit's points
+  sl bench --target "$1=$URL" --scenario synthetic:2048:128 --sweep 1,2,4,8,16 --requests 16 --max-tokens 128 --temperature 1 \
     >/tmp/w/decode-$1.txt 2>&1
   echo "decode $1 rc=$? at ${SECONDS}s"; grep -E "synthetic|tok/s" /tmp/w/decode-$1.txt | head -12
+}
+repeats() {  # LABEL: the distinct tokens of one 128-token answer, greedy and sampled (why decode() samples)
+  python3 - <<'PY' 2>&1 | tee /tmp/w/repeats-$1.txt
+import httpx
+model = httpx.get("http://127.0.0.1:8000/v1/models", timeout=10).json()["data"][0]["id"]
+for t in (0.0, 1.0):
+    body = {"model": model, "prompt": "The history of the city begins", "max_tokens": 128, "temperature": t,
+            "ignore_eos": True, "logprobs": 0}
+    got = httpx.post("http://127.0.0.1:8000/v1/completions", json=body, timeout=120).json()
+    tokens = got["choices"][0]["logprobs"]["tokens"]
+    print(f"temperature {t}: {len(tokens)} tokens, {len(set(tokens))} distinct, last 8 {tokens[-8:]}")
+PY
 }
 sessions() {  # LABEL: the highest number of concurrent sessions whose warm turns keep TTFT within 3 s
   sl bench --target "$1=$URL" --scenario benchmarks/gpu/agentic-100k.toml --slo ttft=3s --slo-over sessions \
@@ -65,7 +78,7 @@ for STAGE in "${STAGES[@]}"; do
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
       VLLM_USE_DEEP_GEMM=0 serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 \
         --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
-        && decode hybrid && sessions hybrid 3
+        && repeats hybrid && decode hybrid && sessions hybrid 3
       pack hybrid ;;
     hybrid-sessions)
       sessions hybrid 3; pack hybrid-sessions ;;
@@ -75,7 +88,7 @@ for STAGE in "${STAGES[@]}"; do
       grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/w/serve-dense*.log | cut -c1-200
       bash benchmarks/gpu/stop_server.sh; pack dense ;;
     moe)
-      serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 && decode moe
+      serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 && repeats moe && decode moe
       bash benchmarks/gpu/stop_server.sh; pack moe ;;
     gateway)
       bash benchmarks/gpu/stop_server.sh

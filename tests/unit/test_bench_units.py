@@ -158,6 +158,8 @@ def test_byte_identical_requests_when_asked(fixture_server: str) -> None:
     assert body["ignore_eos"] is True and "min_tokens" not in body  # as vllm bench serve sends it
     assert payload(plain.target, scenario, first, Load(fixed_output="min_tokens"))["min_tokens"] == 128
     assert "ignore_eos" not in payload(plain.target, scenario, first, Load(fixed_output="off"))
+    assert body["temperature"] == 0.0  # greedy unless asked
+    assert payload(plain.target, scenario, first, Load(temperature=1.0))["temperature"] == 1.0
     run = ScenarioRun(
         Target("fx", f"{fixture_server}/schedule", "m"),
         scenario,

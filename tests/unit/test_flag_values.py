@@ -24,6 +24,7 @@ BENCH = ["bench", "--target", "x=http://127.0.0.1:9"]  # port 9 (discard): never
             [*BENCH, "--prefix-tokens", "-1"],
             "Invalid value for '--prefix-tokens': Input should be greater than or equal to 0",
         ),
+        ([*BENCH, "--temperature", "3"], "Invalid value for '--temperature': Input should be less than or equal to 2"),
         ([*BENCH, "--scenario", "MISSING/traffic.jsonl"], "file not found: "),
         ([*BENCH, "--scenario", "code-chta"], "did you mean 'code-chat'?"),
         ([*BENCH, "--slo", "itl=-5ms"], "a limit is a time above 0"),

@@ -114,6 +114,14 @@ def bench(
         help="How output lengths are fixed: ignore_eos (as vllm bench serve), min_tokens (also min_tokens = "
         "max_tokens, for engines that ignore ignore_eos) or off.",
     ),
+    temperature: float = typer.Option(
+        0.0,
+        "--temperature",
+        min=0.0,
+        max=2.0,
+        help="Sampling temperature of every request (0: greedy). With random (dummy) weights, 1.0 lets an MoE "
+        "route as real text would.",
+    ),
     sweep: str | None = typer.Option(None, "--sweep", help="Run each scenario at these concurrencies, like 1,2,4,8."),
     rate_sweep: str | None = typer.Option(
         None, "--rate-sweep", help="Run each scenario open loop at these request rates (req/s), like 0.5,1,2."
@@ -214,6 +222,7 @@ def bench(
         duration_s=duration,
         unique_prefix=unique,
         fixed_output=fixed_output,  # type: ignore[arg-type]
+        temperature=temperature,
         workers=workers,
         ray=ray,
     )
@@ -234,6 +243,7 @@ def bench(
         "sessions": sessions,
         "turns": turns,
         "think_time": think_time,
+        "temperature": temperature,
         "trace": None if trace is None else str(trace),
         "trace_speed": trace_speed,
         "workers": workers,

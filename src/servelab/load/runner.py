@@ -36,6 +36,10 @@ class Load:
     # How output lengths are fixed: "ignore_eos" (as vllm bench serve and GuideLLM), "min_tokens" (ignore_eos and
     # min_tokens = max_tokens, for engines that ignore ignore_eos), or "off" (the model stops where it likes)
     fixed_output: Literal["ignore_eos", "min_tokens", "off"] = "ignore_eos"
+    # Sampling temperature of every request: 0 decodes greedily (as vllm bench serve); a model with random (dummy)
+    # weights decoding greedily repeats a few tokens, so an MoE routes every stream to the same experts: sample
+    # (1.0) to measure the experts a batch of real text would read
+    temperature: float = 0.0
     seed: int = 0
     max_consecutive_errors: int = 5
     max_in_flight: int = 256  # open loop: more than this many unanswered requests means over-saturation
@@ -104,7 +108,12 @@ def payload(
 ) -> dict[str, Any]:
     """The request body: the output length --max-tokens gives, else the data's (or the synthetic draw's)."""
     max_tokens = load.max_tokens or scenario.output_tokens(index)
-    body: dict[str, Any] = {"model": target.model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0}
+    body: dict[str, Any] = {
+        "model": target.model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": load.temperature,
+    }
     if load.fixed_output != "off":
         body["ignore_eos"] = True  # vLLM / SGLang / llama.cpp extension; others ignore it
     if load.fixed_output == "min_tokens":
