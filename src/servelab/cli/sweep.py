@@ -66,6 +66,9 @@ def sweep(
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", min=1, help="Output tokens per request (default 64; a session spec's own replies)."
     ),
+    temperature: float | None = typer.Option(
+        None, "--temperature", min=0.0, max=2.0, help="Every request's sampling temperature (default 0: greedy)."
+    ),
     eval_suite: list[str] = typer.Option(
         [], "--eval", help="An eval suite asked at each point after its bench (not code, repo or replay); repeat."
     ),
@@ -100,8 +103,8 @@ def sweep(
                 options = _with_port(options, port)
         else:
             options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, sessions,
-                               requests, max_tokens, eval_suite, slo, attainment, slo_turns, gpu_key, alongside,
-                               headroom, try_all, port, start_timeout)  # fmt: skip
+                               requests, max_tokens, temperature, eval_suite, slo, attainment, slo_turns, gpu_key,
+                               alongside, headroom, try_all, port, start_timeout)  # fmt: skip
         run_id, result = run_sweep(db, options, say, resume=db.get_run(resume).run_id if resume else None)
         if json_out:
             print_json({"run_id": run_id, **result_json(result)})
@@ -109,6 +112,11 @@ def sweep(
             show_run(db, run_id)
     if not any(p.status == "measured" for p in result.points):
         raise typer.Exit(1)
+
+
+def _first(*values: float | None) -> float:
+    """The first value given (an asked 0 included)."""
+    return next(v for v in values if v is not None)
 
 
 def _with_port(options: SweepOptions, port: int) -> SweepOptions:
@@ -120,7 +128,8 @@ def _with_port(options: SweepOptions, port: int) -> SweepOptions:
 def _options(engine: str | None, model: str | None, model_config: str | None, grid: list[str], point: list[str],
              spec_path: Path | None, scenario: list[str], concurrency: str | None, sessions: str | None,
              requests: int | None,
-             max_tokens: int | None, evals: list[str], slo: str | None, attainment: float, slo_turns: str | None,
+             max_tokens: int | None, temperature: float | None, evals: list[str], slo: str | None, attainment: float,
+             slo_turns: str | None,
              gpu_key: str | None, alongside: list[str], headroom: str, try_all: bool, port: int | None,
              start_timeout: float | None) -> SweepOptions:  # fmt: skip
     from servelab.plan import gpu
@@ -143,7 +152,8 @@ def _options(engine: str | None, model: str | None, model_config: str | None, gr
         gpu(gpu_name)  # a typo said at once
     work = Workload(scenarios or ("code-chat",), levels, requests or (spec.requests if spec else None) or 8,
                     max_tokens or (spec.max_tokens if spec else None),
-                    _evals(evals or (spec.evals if spec else [])), _session_levels(sessions, spec))  # fmt: skip
+                    _evals(evals or (spec.evals if spec else [])), _session_levels(sessions, spec),
+                    _first(temperature, spec.temperature if spec else None, 0.0))  # fmt: skip
     return SweepOptions(
         engine=engine or (spec.engine if spec else None) or "vllm",
         grid=made,

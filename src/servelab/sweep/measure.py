@@ -26,6 +26,7 @@ class Workload:
     max_tokens: int | None = None  # request scenarios: None is 64; session scenarios: None keeps the spec's replies
     evals: tuple[str, ...] = ()  # eval suites asked at each point after its bench (no code suites: no sandbox here)
     sessions: tuple[int, ...] | None = None  # a session scenario's levels (concurrent sessions); None: concurrency
+    temperature: float = 0.0  # every request's sampling temperature (bench --temperature)
 
 
 def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) -> tuple[str, list[PointFigures]]:
@@ -39,7 +40,7 @@ def measure(store: RunStore, target: Target, work: Workload, slo: SLO | None) ->
     for scenarios, at, max_tokens in zip(asked, levels, outputs, strict=True):
         if scenarios:
             run_id, got = _bench(store, target, at_levels(scenarios, at), Load(requests=work.requests,
-                                 max_tokens=max_tokens, warmup=1), slo)  # fmt: skip
+                                 max_tokens=max_tokens, warmup=1, temperature=work.temperature), slo)  # fmt: skip
             runs.append(run_id)
             figures += got
     return ",".join(runs), figures

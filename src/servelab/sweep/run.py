@@ -194,6 +194,7 @@ def _args(options: SweepOptions) -> dict[str, Any]:
         "max_tokens": options.work.max_tokens,
         "evals": list(options.work.evals),
         "sessions": list(options.work.sessions) if options.work.sessions else None,
+        "temperature": options.work.temperature,
         "slo": options.slo.limits() | {"attainment": options.slo.attainment} if options.slo else None,
         "slo_turns": options.slo.turns if options.slo else "all",
         "gpu": options.where.gpu,
@@ -229,6 +230,7 @@ def stored_options(store: RunStore, run_id: str) -> SweepOptions:
             s.get("max_tokens"),
             tuple(s.get("evals") or ()),
             tuple(s["sessions"]) if s.get("sessions") else None,
+            float(s.get("temperature") or 0.0),
         ),
         slo=SLO(
             ttft_ms=slo.get("ttft_ms"),

@@ -35,6 +35,7 @@ class SweepSpec(StrictModel):
     sessions: list[int] | None = None  # a session scenario's levels (concurrent sessions)
     requests: int | None = None
     max_tokens: int | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     evals: list[str] = Field(default_factory=list)  # eval suites asked at each point
     slo: str | None = None
     slo_turns: str | None = None  # session scenarios: "warm" judges the turns past each session's first

@@ -13,6 +13,7 @@ from servelab.core.results.sweep import PointFailure, PointFigures, PointLogged,
 from servelab.core.store import STATUS_INTERRUPTED, RunStore
 from servelab.report import section
 from servelab.sweep import SweepOptions, make_grid, run_sweep, stored_options
+from servelab.sweep.measure import Workload
 from servelab.sweep.run import _args
 
 
@@ -49,11 +50,13 @@ def test_a_resumed_sweep_keeps_its_points_and_finishes_the_same_run(tmp_path: Pa
 
 def test_the_stored_settings_come_back_whole(tmp_path: Path) -> None:
     options = SweepOptions(engine="llamacpp", grid=make_grid(["-np 1,2", "LLAMA_ARG_THREADS=1,2"], ["-c 4096"]),
-                           try_all=True, start_timeout_s=42.0)  # fmt: skip
+                           try_all=True, start_timeout_s=42.0,
+                           work=Workload(("code-chat",), (1, 4), 3, 32, sessions=(1, 2), temperature=0.7))  # fmt: skip
     with RunStore(tmp_path / "runs.sqlite") as store:
         back = stored_options(store, _interrupted(store, options, []))
     assert back.grid.expand() == options.grid.expand()
     assert (back.engine, back.try_all, back.start_timeout_s) == ("llamacpp", True, 42.0)
+    assert back.work == options.work  # the resumed points send the same requests (temperature too)
 
 
 def test_only_a_sweep_run_resumes(tmp_path: Path) -> None:
