@@ -7,7 +7,7 @@
 #   (vLLM reports usage.prompt_tokens_details.cached_tokens only with --enable-prompt-tokens-details: asked for)
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
 #           after its weights): decode at 1-16 streams, then the session capacity search (agentic-100k.toml)
-#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager) at 128K and 0.62: decode, then the session capacity search
+#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager; an H100: 256 experts a layer) at 128K and 0.62: decode, then the session capacity search
 #           (1-3 sessions); the server is left up, so hybrid-sessions can finish a search the budget cut short
 #   dense   Llama-3.1-8B compiled (CUDA graphs): a cold start, decode at 1-16 streams, then a second start that
 #           should load the compiled graphs from the cache (the compile time against the cached start)
@@ -62,6 +62,13 @@ pack() {
 }
 
 bash benchmarks/gpu/make_model_dirs.sh $KIT >/dev/null  # an upload replaces the checkout, the kit's folders too
+# An H100 (80 GB) holds neither the 80B hybrid nor Mixtral in bf16: there the hybrid is the same geometry with 256
+# experts a layer (the real KV per token and recurrent state: qwen3-next-256e-fp8) and Mixtral is quantized online
+if (($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) > 100000)); then
+  HYBRID=qwen3-next-80b-a3b-fp8; MOE_ARGS=()
+else
+  HYBRID=qwen3-next-256e-fp8; MOE_ARGS=(--quantization fp8)
+fi
 for STAGE in "${STAGES[@]}"; do
   rm -rf /tmp/w; mkdir -p /tmp/w; echo "== $STAGE at ${SECONDS}s"
   case $STAGE in
@@ -76,7 +83,7 @@ for STAGE in "${STAGES[@]}"; do
     hybrid)
       # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
-      VLLM_USE_DEEP_GEMM=0 serve $KIT/models/qwen3-next-80b-a3b-fp8 hybrid --max-model-len 131072 \
+      VLLM_USE_DEEP_GEMM=0 serve $KIT/models/$HYBRID hybrid --max-model-len 131072 \
         --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
         && repeats hybrid && decode hybrid && sessions hybrid 3
       pack hybrid ;;
@@ -88,7 +95,7 @@ for STAGE in "${STAGES[@]}"; do
       grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/w/serve-dense*.log | cut -c1-200
       bash benchmarks/gpu/stop_server.sh; pack dense ;;
     moe)
-      serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 && repeats moe && decode moe
+      serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 "${MOE_ARGS[@]}" && repeats moe && decode moe
       bash benchmarks/gpu/stop_server.sh; pack moe ;;
     gateway)
       bash benchmarks/gpu/stop_server.sh
