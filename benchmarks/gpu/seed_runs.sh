@@ -38,17 +38,8 @@ decode() {  # LABEL: closed-loop decode at 1-16 streams (2,048-token prompts, 12
     >/tmp/w/decode-$1.txt 2>&1
   echo "decode $1 rc=$? at ${SECONDS}s"; grep -E "synthetic|tok/s" /tmp/w/decode-$1.txt | head -12
 }
-repeats() {  # LABEL: the distinct tokens of one 128-token answer, greedy and sampled (why decode() samples)
-  python3 - <<'PY' 2>&1 | tee /tmp/w/repeats-$1.txt
-import httpx
-model = httpx.get("http://127.0.0.1:8000/v1/models", timeout=10).json()["data"][0]["id"]
-for t in (0.0, 1.0):
-    body = {"model": model, "prompt": "The history of the city begins", "max_tokens": 128, "temperature": t,
-            "ignore_eos": True, "logprobs": 0}
-    got = httpx.post("http://127.0.0.1:8000/v1/completions", json=body, timeout=120).json()
-    tokens = got["choices"][0]["logprobs"]["tokens"]
-    print(f"temperature {t}: {len(tokens)} tokens, {len(set(tokens))} distinct, last 8 {tokens[-8:]}")
-PY
+repeats() {  # LABEL: distinct tokens a step across 6 greedy and 6 sampled chats (why decode() samples)
+  python3 benchmarks/dummy_greedy.py $URL --streams 6 --tokens 32 2>&1 | tee /tmp/w/repeats-$1.txt
 }
 sessions() {  # LABEL: the highest number of concurrent sessions whose warm turns keep TTFT within 3 s
   sl bench --target "$1=$URL" --scenario benchmarks/gpu/agentic-100k.toml --slo ttft=3s --slo-over sessions \
