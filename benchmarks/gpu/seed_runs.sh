@@ -6,9 +6,10 @@
 #   setup   the kit's install (its last part carried) and the model folders; servelab's imports checked
 #   (vLLM reports usage.prompt_tokens_details.cached_tokens only with --enable-prompt-tokens-details: asked for)
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
-#           after its weights): decode at 1-16 streams, then the session capacity search (agentic-100k.toml)
-#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager; an H100: 256 experts a layer) at 128K and 0.62: decode, then the session capacity search
-#           (1-3 sessions); the server is left up, so hybrid-sessions can finish a search the budget cut short
+#           after its weights): decode at 1-16 streams; the server is left up for laguna-sessions
+#   laguna-sessions  the session capacity search (agentic-100k.toml, 1-3 sessions) on that server, then it stops
+#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager; on an H100: 256 experts a layer) at 128K and 0.62: decode;
+#           left up for hybrid-sessions (the same search). A stage a call: a machine taken back loses one call
 #   dense   Llama-3.1-8B compiled (CUDA graphs): a cold start, decode at 1-16 streams, then a second start that
 #           should load the compiled graphs from the cache (the compile time against the cached start)
 #   moe     Mixtral-8x7B (bf16, eager; its vocabulary the stand-in tokenizer's): decode at 1-16 streams (an MoE whose experts a small batch mostly reads)
@@ -21,14 +22,14 @@ set -uo pipefail
 OUT=${!#}; STAGES=("${@:1:$#-1}"); mkdir -p "$OUT"
 KIT=.gpu-kit; URL=http://127.0.0.1:8000; BUDGET=${BUDGET_S:-570}
 export PYTHONPATH=/tmp/site:$PWD/src SERVELAB_HOME=/tmp/slhome PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-mkdir -p /tmp/slhome
+mkdir -p /tmp/slhome /tmp/logs
 left() { echo $((BUDGET - SECONDS)); }
 sl() { timeout -k 10 "$(left)" python3 -m servelab "$@"; }
 
 serve() {  # MODEL_DIR LABEL [vllm args]: a fresh server, its log kept
   local model=$1 label=$2; shift 2
   bash benchmarks/gpu/stop_server.sh
-  SERVE_LOG=/tmp/w/serve-$label.log SERVE_TIMEOUT=$(($(left) - 60)) setsid bash $KIT/serve.sh "$model" "$@" </dev/null \
+  SERVE_LOG=/tmp/logs/serve-$label.log SERVE_TIMEOUT=$(($(left) - 60)) setsid bash $KIT/serve.sh "$model" "$@" </dev/null \
     >/tmp/w/serve-$label.txt 2>&1
   local rc=$?; tail -12 /tmp/w/serve-$label.txt; echo "serve $label rc=$rc at ${SECONDS}s"; return $rc
 }
@@ -46,8 +47,8 @@ sessions() {  # LABEL: the highest number of concurrent sessions whose warm turn
     --slo-turns warm --max-concurrency "${2:-4}" >/tmp/w/sessions-$1.txt 2>&1
   echo "sessions $1 rc=$? at ${SECONDS}s"; tail -25 /tmp/w/sessions-$1.txt
 }
-pack() {
-  nvidia-smi >/tmp/w/nvidia-smi-$1.txt 2>&1
+pack() {  # the engines' logs live in /tmp/logs (a server left up writes on past its stage)
+  nvidia-smi >/tmp/w/nvidia-smi-$1.txt 2>&1; cp /tmp/logs/serve-*.log /tmp/w/ 2>/dev/null
   cp /tmp/slhome/runs.sqlite /tmp/w/runs.sqlite 2>/dev/null
   tar czf "$OUT/$1.tgz" -C /tmp/w . && ls -la "$OUT"
 }
@@ -68,22 +69,25 @@ for STAGE in "${STAGES[@]}"; do
       python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
     laguna)
       serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 --gpu-memory-utilization 0.885 \
-        --enable-prompt-tokens-details \
-        && decode laguna && sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
-      bash benchmarks/gpu/stop_server.sh; pack laguna ;;
+        --enable-prompt-tokens-details && repeats laguna && decode laguna
+      pack laguna ;;
+    laguna-sessions)
+      sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
+      bash benchmarks/gpu/stop_server.sh; pack laguna-sessions ;;
     hybrid)
       # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
       VLLM_USE_DEEP_GEMM=0 serve $KIT/models/$HYBRID hybrid --max-model-len 131072 \
         --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
-        && repeats hybrid && decode hybrid && sessions hybrid 3
+        && repeats hybrid && decode hybrid
       pack hybrid ;;
     hybrid-sessions)
-      sessions hybrid 3; pack hybrid-sessions ;;
+      sessions hybrid 3
+      bash benchmarks/gpu/stop_server.sh; pack hybrid-sessions ;;
     dense)
       serve $KIT/models/llama-3.1-8b dense --no-enforce-eager && decode dense
       serve $KIT/models/llama-3.1-8b dense-cached --no-enforce-eager
-      grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/w/serve-dense*.log | cut -c1-200
+      grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/logs/serve-dense*.log | cut -c1-200
       bash benchmarks/gpu/stop_server.sh; pack dense ;;
     moe)
       serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 "${MOE_ARGS[@]}" && repeats moe && decode moe
