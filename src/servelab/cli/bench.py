@@ -89,6 +89,9 @@ def bench(
     think_time: str | None = typer.Option(
         None, "--think-time", help="Seconds between an answer and the session's next turn: S, LOW-HIGH or exp:MEAN."
     ),
+    ramp: float | None = typer.Option(
+        None, "--ramp", min=0.0, max=86_400.0, help="Seconds over which concurrent sessions' first turns are spread."
+    ),
     concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Override the scenario's streams."),
     rate: float | None = typer.Option(None, "--rate", min=0.001, help="Open loop: requests per second."),
     arrival: str = typer.Option("poisson", "--arrival", help="poisson or constant (with --rate)."),
@@ -203,7 +206,7 @@ def bench(
     scenarios = expand(scenario, "skip" if bad_lines == "skip" else "stop")  # refused before any server is asked
     if trace is not None:  # the trace alone, unless scenarios were named beside it
         scenarios = [*([] if scenario == ["seed-000"] else scenarios), trace_scenario(trace, trace_speed)]
-    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time)
+    scenarios = with_session_options(scenarios, sessions=sessions, turns=turns, think_time=think_time, ramp=ramp)
     if slo_over == "sessions" and not all(s.sessions for s in scenarios):
         raise UsageError("--slo-over sessions searches session scenarios only", hint="--scenario agentic-coding")
     _check_slo_turns(slo_turns, scenarios)
@@ -243,6 +246,7 @@ def bench(
         "sessions": sessions,
         "turns": turns,
         "think_time": think_time,
+        "ramp": ramp,
         "temperature": temperature,
         "trace": None if trace is None else str(trace),
         "trace_speed": trace_speed,

@@ -21,6 +21,7 @@ from servelab.core.store import RunStore
 from servelab.load.runner import CHAT_MARGIN, Target
 from servelab.load.sessions import SessionSpec, of_spec, session_script
 from servelab.load.sessions.run import Texts, start_conversation, turn_prompt
+from servelab.load.sessions.scenario import with_session_options
 from servelab.testing.cache_sim import render
 
 BLOCK = 16
@@ -74,6 +75,29 @@ def test_later_turns_find_the_history_and_the_streamed_reply_in_the_cache(cache_
                                                                                   range(1, 5)}  # fmt: skip
     assert [r["cached_tokens"] for r in records] == [r.cached_tokens for r in result.records]
     assert exported["result"]["steps"][0]["sessions"]["turns"] == 8
+
+
+@pytest.mark.parametrize("cache_sim", [SIM], indirect=True)
+def test_a_ramp_spreads_the_first_turns_and_no_later_one(cache_sim: Target, tmp_path: Path) -> None:
+    """--ramp 0.6 over 3 sessions: first turns due 0, 200 and 400 ms after the step's start (to the nanosecond, as
+    scheduled) and none sent before it is due; later turns keep their think time alone."""
+    spec = _spec(sessions=3, turns=2, think_time_s=0.0)
+    scenario = with_session_options([of_spec(spec)], sessions=None, turns=None, think_time=None, ramp=0.6)[0]
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result = run_bench(db, [cache_sim], [scenario], Load(warmup=0))
+    first = sorted((r for r in result.records if r.labels.turn == 1), key=lambda r: r.labels.session or 0)
+    due = [r.scheduled_ns or 0 for r in first]
+    assert [d - due[0] for d in due] == [0, 200_000_000, 400_000_000]
+    assert all((r.sent_ns or 0) >= (r.scheduled_ns or 0) for r in first)  # never early
+    later = [r for r in result.records if r.labels.turn == 2]
+    assert len(later) == 3 and all(r.ok for r in result.records)
+
+
+def test_a_ramp_is_checked_before_any_server_is_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--target", "x=http://127.0.0.1:9", "--scenario", "code-chat", "--ramp", "5"]) == 2
+    assert "need a session scenario" in capsys.readouterr().err
+    assert main(["bench", "--target", "x=http://127.0.0.1:9", "--scenario", "agentic-coding", "--ramp", "-1"]) == 2
+    assert "'--ramp': Input should be greater than or equal to 0" in capsys.readouterr().err
 
 
 def _blocks_per_session(spec: SessionSpec) -> int:

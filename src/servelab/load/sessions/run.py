@@ -103,7 +103,8 @@ class SessionRun:
             await self.client.send("chat", self._body(messages, 8), record=self._record(None, 0, False, "warmup"))
 
     async def drive(self, share: Share | None = None) -> None:
-        """Every session of the step, all at once (closed) or at the load's rate (open); with ``share``, this
+        """Every session of the step, all at once or spread over the spec's ramp (closed), or at the load's rate
+        (open); with ``share``, this
         process's part: every ``workers``-th session from its ``worker``, due from the shared start (an open loop's
         arrivals from the one seeded schedule every process draws)."""
         sessions = self.sessions()
@@ -113,7 +114,8 @@ class SessionRun:
             self._deadline = start + int(self.load.duration_s * 1e9)
         pattern = arrivals_for(self.load, self.scenario)
         if not isinstance(pattern, OpenLoop):
-            await asyncio.gather(*(self.session(i, start) for i in mine))
+            ramp_ns = int(self.spec.ramp_s * 1e9)
+            await asyncio.gather(*(self.session(i, start + ramp_ns * i // sessions) for i in mine))
             return
         tasks, offsets, chosen = [], pattern.offsets(), set(mine)
         for i in range(sessions):
@@ -132,12 +134,15 @@ class SessionRun:
         return pattern.concurrency if isinstance(pattern, ClosedLoop) else self.load.concurrency or self.spec.sessions
 
     async def session(self, index: int, due_ns: int) -> None:
-        """One session's turns in order, each sent its think time after the previous answer."""
+        """One session's turns in order: the first at ``due_ns``, each later one its think time after the previous
+        answer."""
         script = session_script(self.spec, index, self.load.seed)
         nonce = uuid.uuid4().hex[:12] if self.load.unique_prefix else str(index)
         talk = start_conversation(self.spec, script, self.texts, self.target.max_model_len, nonce)
         for turn in script.turns:
-            if turn.index > 1:
+            if turn.index == 1:
+                await asyncio.sleep(max(0.0, (due_ns - time.perf_counter_ns()) / 1e9))
+            else:
                 due_ns = time.perf_counter_ns() + int(turn.think_s * 1e9)
                 await asyncio.sleep(turn.think_s)
             if self._stopped() or not await self._turn(talk, turn, index, due_ns):

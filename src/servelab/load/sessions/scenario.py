@@ -37,13 +37,18 @@ def of_spec(spec: SessionSpec) -> Scenario:
 
 
 def with_session_options(
-    scenarios: Sequence[Scenario], *, sessions: int | None, turns: int | None, think_time: str | None
+    scenarios: Sequence[Scenario],
+    *,
+    sessions: int | None,
+    turns: int | None,
+    think_time: str | None,
+    ramp: float | None = None,
 ) -> list[Scenario]:
-    """The session scenarios with the command line's sessions, turns and think time; the others as they were. Any
-    of these given without a session scenario is refused."""
-    if not any(s.sessions for s in scenarios) and (sessions or turns or think_time):
+    """The session scenarios with the command line's sessions, turns, think time and ramp; the others as they
+    were. Any of these given without a session scenario is refused."""
+    if not any(s.sessions for s in scenarios) and (sessions or turns or think_time or ramp is not None):
         raise UsageError(
-            "--sessions, --turns and --think-time need a session scenario",
+            "--sessions, --turns, --think-time and --ramp need a session scenario",
             hint=f"--scenario {' or '.join(PRESETS)}, or a session spec (.toml)",
         )
     think = parse_think(think_time) if think_time else None
@@ -52,7 +57,7 @@ def with_session_options(
         if s.sessions is None:
             out.append(s)
             continue
-        update: dict[str, object] = {"sessions": sessions, "turns": turns, "think_time_s": think}
+        update: dict[str, object] = {"sessions": sessions, "turns": turns, "think_time_s": think, "ramp_s": ramp}
         spec = s.sessions.model_copy(update={k: v for k, v in update.items() if v is not None})
         out.append(replace(s, sessions=spec, concurrency=spec.sessions))
     return out

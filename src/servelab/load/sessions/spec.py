@@ -82,8 +82,10 @@ class SessionSpec(BaseModel):
     same for every session, the rest its own), then ``turns`` turns, each adding new content (a user message, or
     with ``tool_share`` an assistant tool call and its result) and asking for a reply. When the next prompt would
     pass ``compact_at`` (default: the target's context less the reply), the history is replaced by a summary of
-    ``summary_tokens`` and the session goes on from there. ``context`` is the context the lengths were written for:
-    a preset on a shorter target is scaled to fit it (said in a warning); a user's own spec is refused instead."""
+    ``summary_tokens`` and the session goes on from there. Concurrent sessions start together unless ``ramp_s``
+    spreads their first turns evenly over that many seconds (session i at i x ramp_s / sessions). ``context`` is
+    the context the lengths were written for: a preset on a shorter target is scaled to fit it (said in a warning);
+    a user's own spec is refused instead."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field("sessions", min_length=1, max_length=100)
@@ -96,6 +98,7 @@ class SessionSpec(BaseModel):
     output_tokens: Span
     tool_share: float = Field(0.0, ge=0.0, le=1.0)
     think_time_s: Think = Field(default_factory=lambda: Think.model_validate(0))
+    ramp_s: float = Field(0.0, ge=0.0, le=86_400.0, allow_inf_nan=False)  # closed: first turns spread over this
     summary_tokens: Tokens = 1024
     compact_at: Tokens | None = None
     context: Tokens | None = None
