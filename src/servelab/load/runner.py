@@ -16,6 +16,7 @@ from servelab.core.results import ClientLoad
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.engines.control import AsyncEngineAPI
 from servelab.load.arrivals import ClosedLoop, ColdThenWarm, OpenLoop, arrivals_for, indices
+from servelab.load.cycles import cycling_replies
 from servelab.load.monitor import ClientMonitor
 from servelab.load.scenarios import Scenario, filler_text
 
@@ -314,7 +315,8 @@ class ScenarioRun:
 
 
 def cache_warnings(records: Sequence[RequestRecord], load: Load, scenario: Scenario) -> list[str]:
-    """What the step's records say of the prefix cache and of the output lengths the load asked for."""
+    """What the step's records say of the prefix cache, of the output lengths the load asked for, and of greedy
+    replies that cycle on one token (random weights: not real text's speed)."""
     out = []
     for r in records:
         if r.error:
@@ -332,7 +334,8 @@ def cache_warnings(records: Sequence[RequestRecord], load: Load, scenario: Scena
                 f"{len(short)} request(s) ended before max_tokens ({short[0].finish_reason}): the engine did not "
                 "honour ignore_eos/min_tokens, output lengths vary"
             )
-    return out
+    cycling = cycling_replies(records, load.temperature)
+    return [*out, cycling] if cycling else out
 
 
 SHARED_HEAD_TOKENS = 32  # a chat template's fixed head (llama.cpp's slots reuse SmolLM2's default system turn)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from servelab.core.records import Labels, RequestRecord
 from servelab.engines.client import ClientOptions, StreamClient
 from servelab.load.arrivals import ClosedLoop, OpenLoop, arrivals_for
+from servelab.load.cycles import cycling_replies
 from servelab.load.monitor import ClientMonitor
 from servelab.load.runner import Load, ScenarioResult, Share, Sink, Target, payload, token_counter
 from servelab.load.scenarios import Scenario, filler_text
@@ -221,7 +222,7 @@ def turn_prompt(talk: Conversation, texts: Texts, turn: TurnScript) -> Prompt:
 
 def session_warnings(records: list[RequestRecord], load: Load, compactions: int, unfit: list[str]) -> list[str]:
     """What the step's turns say: compactions, turns not sent for want of room, a server that does not report
-    cached tokens, replies shorter than asked."""
+    cached tokens, replies shorter than asked, greedy replies cycling on one token (random weights)."""
     out = []
     if compactions:
         sessions = len({r.labels.session for r in records if r.labels.phase == "compacted"})
@@ -235,7 +236,8 @@ def session_warnings(records: list[RequestRecord], load: Load, compactions: int,
         short = [r for r in ok if r.finish_reason not in (None, "length")]
         if short:
             out.append(f"{len(short)} turn(s) ended before max_tokens ({short[0].finish_reason}): replies vary")
-    return out
+    cycling = cycling_replies(records, load.temperature)
+    return [*out, cycling] if cycling else out
 
 
 async def run_sessions(target: Target, scenario: Scenario, load: Load, sink: Sink) -> ScenarioResult:
