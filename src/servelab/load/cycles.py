@@ -2,9 +2,10 @@
 weights decoding greedily. Such a step's speed is not real text's: every stream decodes the same token, so an MoE
 reads one token's experts at any batch.
 
-Rule: a reply *cycles* when its second half repeats a unit of at most ``MAX_PERIOD`` characters at least
-``MIN_REPEATS`` times; a greedy step is said to cycle when more than half its replies cycle and at least two of
-them (from different requests) end in the same unit. A sampled step (temperature above 0) is never said to."""
+Rule: a reply *cycles* when its second half (its last ``TAIL`` characters at most) repeats a unit of at most
+``MAX_PERIOD`` characters at least ``MIN_REPEATS`` times; a greedy step is said to cycle when more than half its
+replies cycle and at least two of them (from different requests) end in the same unit. A sampled step (temperature
+above 0) is never said to."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from servelab.core.records import RequestRecord
 
 MAX_PERIOD = 32  # characters: a cycle of one or two tokens
 MIN_REPEATS = 4
+TAIL = 1024  # characters of a long reply's end that are read: enough to see a short cycle, cheap on any reply
 
 
 def cycle_unit(text: str) -> str | None:
-    """The shortest unit the second half of ``text`` repeats (rotated to its smallest form), or None."""
-    tail = text[len(text) // 2 :]
+    """The shortest unit the second half of ``text`` (its last ``TAIL`` characters at most) repeats, rotated to
+    its smallest form, or None."""
+    tail = text[max(len(text) // 2, len(text) - TAIL) :]
     for period in range(1, min(MAX_PERIOD, len(tail) // MIN_REPEATS) + 1):
-        if tail[period:] == tail[:-period]:
+        if tail[period : 2 * period] == tail[:period] and tail[period:] == tail[:-period]:  # cheap test first
             unit = tail[:period]
             return min(unit[i:] + unit[:i] for i in range(period))
     return None
