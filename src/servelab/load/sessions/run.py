@@ -105,9 +105,8 @@ class SessionRun:
 
     async def drive(self, share: Share | None = None) -> None:
         """Every session of the step, all at once or spread over the spec's ramp (closed), or at the load's rate
-        (open); with ``share``, this
-        process's part: every ``workers``-th session from its ``worker``, due from the shared start (an open loop's
-        arrivals from the one seeded schedule every process draws)."""
+        (open); with ``share``, this process's part: every ``workers``-th session from its ``worker``, due from the
+        shared start (an open loop's arrivals from the one seeded schedule every process draws)."""
         sessions = self.sessions()
         start = share.start_ns if share is not None and share.start_ns is not None else time.perf_counter_ns()
         mine = range(share.worker, sessions, share.workers) if share is not None else range(sessions)
