@@ -85,9 +85,11 @@ for STAGE in "${STAGES[@]}"; do
       sessions hybrid 3
       bash benchmarks/gpu/stop_server.sh; pack hybrid-sessions ;;
     dense)
-      serve $KIT/models/llama-3.1-8b dense --no-enforce-eager && decode dense
+      # DEBUG: the CUDA-graph profile's first capture and per-graph figures (is one made for a dense model?)
+      VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/llama-3.1-8b dense --no-enforce-eager && decode dense
       serve $KIT/models/llama-3.1-8b dense-cached --no-enforce-eager
-      grep -hE "torch.compile took|Directly load|Compiling a graph|init engine" /tmp/logs/serve-dense*.log | cut -c1-200
+      grep -hE "torch.compile took|Directly load|Compiling a graph|init engine|graph memory|CUDA graphs will|Graph capturing" \
+        /tmp/logs/serve-dense*.log | cut -c1-200
       bash benchmarks/gpu/stop_server.sh; pack dense ;;
     moe)
       serve $KIT/models/mixtral-8x7b-vocab49k moe --gpu-memory-utilization 0.92 "${MOE_ARGS[@]}" && repeats moe && decode moe
