@@ -63,6 +63,7 @@ class EngineArgs:
     enable_prefix_caching: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     hf_overrides: str | None = None  # vLLM's --hf-overrides, as canonical JSON (a JSON object)
+    speculative_method: str | None = None  # vLLM's --speculative-config: its method
     model: str | None = None
     tokens: tuple[str, ...] = field(default=(), compare=False)  # the flags as given, for the command line
     flags_given: tuple[str, ...] = field(default=(), compare=False)  # spellings of the settings they set
@@ -96,6 +97,22 @@ def json_object(value: str) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+def speculative_method(value: str) -> str:
+    """vLLM's --speculative-config (a JSON object): its method, named from the draft model where not given, by
+    vLLM 0.25.1's own rule (config/speculative.py; a name it cannot place is a draft model)."""
+    data = json.loads(json_object(value))
+    model = str(data.get("model") or "").lower()
+    method = str(data.get("method") or "").lower()
+    if method in ("[ngram]", "ngram") or (not method and model in ("ngram", "[ngram]")):
+        return "ngram"
+    if method:
+        return "mtp" if method.endswith("_mtp") else method
+    if not model:
+        raise UsageError('needs a "method" or a draft "model"')
+    named = ("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")
+    return next((found for part, found in named if part in model), "draft_model")
+
+
 Setting = tuple[str, Callable[[str], Any]]
 _SWITCH = "__switch__"
 
@@ -115,6 +132,7 @@ VLLM_FLAGS: dict[str, Setting] = {
     "--quantization": ("quantization", str),
     "-q": ("quantization", str),
     "--hf-overrides": ("hf_overrides", json_object),
+    "--speculative-config": ("speculative_method", speculative_method),
 }
 VLLM_SWITCHES: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),

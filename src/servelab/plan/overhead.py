@@ -12,9 +12,11 @@
   through (``2 x tokens x hidden``), plus what the recurrent prefill kernels keep: one state per
   dummy request, per family.
 - **non-torch**: CUDA context growth, NCCL and cuBLAS workspaces: a constant on one GPU.
-- **CUDA graphs**: with graphs on, vLLM captures a few graphs to estimate their pool and deducts it.
-  On the H200 it deducted none for the dense models measured (no "Profiling CUDA graph memory" line)
-  and did for the MoE ones; the estimate is ``first capture + per graph x graphs`` per mode.
+- **CUDA graphs**: with graphs on, vLLM's V1 model runner captures two graphs of each mode to estimate
+  the pool and deducts ``the largest first capture + per graph x (graphs - 1)`` of every mode. Its V2
+  runner deducts nothing (its ``profile_cudagraph_memory`` returns 0) and captures the graphs after the KV
+  cache is allocated, outside ``gpu_memory_utilization``; which runner a model gets is vLLM's own rule
+  (:func:`v2_model_runner`).
 
 Constants are fitted on H200 starts of vLLM 0.25.1 with dummy weights (docs/plan-calibration.md,
 ``benchmarks/gpu/fit_overhead.py``); the runs kept out of the fit are the check.
@@ -43,6 +45,11 @@ MXFP4_EXTRA_PER_TOKEN = 5.2  # triton_kernels' MXFP4 MoE: x topk x 2I x 2 bytes 
 # CUDA-graph pool estimate per mode: (first capture, per further graph); gpt-oss-20b on the H200
 CUDAGRAPH_PIECEWISE = (180 * MIB, 4 * MIB)
 CUDAGRAPH_FULL = (2 * MIB, 1 * MIB)
+# vLLM 0.25.1's runner choice (config/vllm.py, use_v2_model_runner): V2 for a model neither hybrid nor
+# attention-free that is dense or one of these MoE architectures, unless a feature V2 lacks is on; of those the
+# plan reads speculative decoding by a method other than these.
+V2_RUNNER_MOE = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
+V2_SPECULATORS = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +62,7 @@ class EngineShape:
     tp: int = 1
     max_cudagraph_capture_size: int | None = None  # None: vLLM's default
     quant: str = "bf16"
+    speculative_method: str | None = None  # --speculative-config's method (None: no speculation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +137,22 @@ def capture_sizes(shape: EngineShape, default_max: int | None = None) -> list[in
     return [s for s in sizes if s <= top]
 
 
+def v2_model_runner(spec: ModelSpec, shape: EngineShape) -> bool:
+    """Whether vLLM runs this model on its V2 model runner (no CUDA-graph deduction)."""
+    if any(layer.kind in RECURRENT for layer in spec.layers):
+        return False  # hybrid, or attention-free
+    if spec.moe is not None and spec.architecture not in V2_RUNNER_MOE:
+        return False
+    return shape.speculative_method is None or shape.speculative_method in V2_SPECULATORS
+
+
 def cudagraph_estimate(spec: ModelSpec, shape: EngineShape) -> int:
-    if shape.enforce_eager or spec.moe is None:
+    """V1's deduction: the larger first capture of the two modes, then each mode's further graphs."""
+    if shape.enforce_eager or v2_model_runner(spec, shape):
         return 0
     graphs = len(capture_sizes(shape, 1024 if spec.model_type == "gpt_oss" else None))
-    return sum(first + per * (graphs - 1) for first, per in (CUDAGRAPH_PIECEWISE, CUDAGRAPH_FULL))
+    modes = (CUDAGRAPH_PIECEWISE, CUDAGRAPH_FULL)
+    return max(first for first, _ in modes) + sum(per * (graphs - 1) for _, per in modes)
 
 
 def vllm_overhead(spec: ModelSpec, shape: EngineShape) -> Overhead:
@@ -142,5 +161,8 @@ def vllm_overhead(spec: ModelSpec, shape: EngineShape) -> Overhead:
     if graphs:
         detail += f"; CUDA graphs {graphs / GIB:.2f} GiB"
     elif not shape.enforce_eager:
-        detail += "; no CUDA-graph deduction (vLLM 0.25 made none for dense models)"
+        detail += (
+            "; CUDA graphs captured after the KV cache, outside gpu_memory_utilization (vLLM's V2 model runner; "
+            "0.39-0.98 GiB measured for SmolLM2 and Llama-3.1-8B): leave room for them beside co-tenants"
+        )
     return Overhead(activation, NON_TORCH, graphs, detail)
