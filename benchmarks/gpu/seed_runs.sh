@@ -8,7 +8,8 @@
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
 #           after its weights): decode at 1-16 streams; the server is left up for laguna-sessions
 #   laguna-sessions  the session capacity search (agentic-100k.toml, 1-3 sessions) on that server, then it stops
-#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, eager; on an H100: 256 experts a layer) at 128K and 0.62: decode;
+#   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, CUDA graphs, prefix caching; on an H100: 256 experts a layer) at
+#           128K and 0.62: decode;
 #           left up for hybrid-sessions (the same search). A stage a call: a machine taken back loses one call
 #   dense   Llama-3.1-8B compiled (CUDA graphs): a cold start, decode at 1-16 streams, then a second start that
 #           should load the compiled graphs from the cache (the compile time against the cached start)
@@ -68,8 +69,10 @@ for STAGE in "${STAGES[@]}"; do
       bash $KIT/install.sh || exit 3
       python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
     laguna)
-      serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 --gpu-memory-utilization 0.885 \
-        --enable-prompt-tokens-details && repeats laguna && decode laguna
+      # DEBUG: the CUDA-graph estimate's parts (2.21 GiB logged, 0.42 planned; the plan's documented miss). The
+      # sweep's points start without it, so they do not reuse this start's compile cache (vLLM keys it on the env)
+      VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 \
+        --gpu-memory-utilization 0.885 --enable-prompt-tokens-details && repeats laguna && decode laguna
       pack laguna ;;
     laguna-sessions)
       sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
@@ -77,9 +80,12 @@ for STAGE in "${STAGES[@]}"; do
     hybrid)
       # vLLM 0.25.1 picks FlashInfer's GDN prefill on Hopper, absent from the kit: the first prefill killed the
       # engine (2026-12-05); Triton's is asked for. DeepGEMM's JIT (its FP8 linears) took the start to 472 s.
-      VLLM_USE_DEEP_GEMM=0 serve $KIT/models/$HYBRID hybrid --max-model-len 131072 \
+      # Eager, it decoded 9.5 tok/s a stream on an H100 (2026-12-06: launch-bound), so CUDA graphs for the decode
+      # fit; prefix caching is off for hybrids unless asked (every warm turn was a full prefill without it).
+      # DEBUG: the V1 runner's CUDA-graph estimate for a hybrid, first capture and per graph.
+      VLLM_LOGGING_LEVEL=DEBUG VLLM_USE_DEEP_GEMM=0 serve $KIT/models/$HYBRID hybrid --max-model-len 131072 \
         --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
-        && repeats hybrid && decode hybrid
+        --enable-prefix-caching --no-enforce-eager && repeats hybrid && decode hybrid
       pack hybrid ;;
     hybrid-sessions)
       sessions hybrid 3
