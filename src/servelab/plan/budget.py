@@ -171,12 +171,8 @@ def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
     raise AssertionError(f"no capacity rule for {req.engine!r}")
 
 
-def _util_floor(value: float) -> float:
-    return math.floor(value / UTIL_STEP + 1e-9) * UTIL_STEP
-
-
-def _util_ceil(value: float) -> float:
-    return math.ceil(value / UTIL_STEP - 1e-9) * UTIL_STEP
+def _util_step(value: float, *, up: bool) -> float:
+    return (math.ceil(value / UTIL_STEP - 1e-9) if up else math.floor(value / UTIL_STEP + 1e-9)) * UTIL_STEP
 
 
 def _mamba_cache_mode(resolved: Resolved, req: PlanRequest) -> MambaCacheMode:
@@ -268,11 +264,11 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     overhead = engine_overhead.total
     cotenants = sum(req.alongside.values())
     base = _fraction_base(req, cotenants)
-    util_max = _util_floor((req.gpu_bytes - cotenants - req.headroom) / base)
+    util_max = _util_step((req.gpu_bytes - cotenants - req.headroom) / base, up=False)
     probe = _capacity(resolved, req, GIB)
     need_pool = probe.bytes_per_sequence * req.concurrency
     util_min_raw = (weights.bytes + overhead + need_pool) / base
-    util_min = _util_ceil(util_min_raw) if util_min_raw <= 1 else None
+    util_min = _util_step(util_min_raw, up=True) if util_min_raw <= 1 else None
     chosen = req.gpu_memory_utilization or (util_min if util_min is not None and util_min <= util_max else util_max)
     pool = req.kv_pool_bytes or max(0, int(chosen * base) - weights.bytes - overhead)
     if req.engine == "llamacpp":  # its KV buffer is -c cells, allocated whole: no fraction to choose
@@ -390,6 +386,9 @@ def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> lis
         notes.append(f"weights read from {declared.source}")
     if spec.count("linear") or spec.count("mamba"):
         notes.append("recurrent layers hold a constant state per sequence; vLLM pads it to one attention page")
+        if req.engine.startswith("vllm") and not req.enable_prefix_caching:
+            notes.append("vLLM leaves prefix caching off for this model unless --enable-prefix-caching: every turn "
+                         "of a session is then a full prefill")  # fmt: skip
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
     if req.speculative_method not in (None, "ngram", "suffix"):

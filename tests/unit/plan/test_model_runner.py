@@ -13,8 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servelab.core.errors import UsageError
-from servelab.plan import PlanRequest, compare_with, engine_request, gpu, make_plan, parse_engine_args, read_reported
-from servelab.plan import resolve_model, with_engine_args
+from servelab.plan import (
+    PlanRequest,
+    compare_with,
+    engine_request,
+    gpu,
+    make_plan,
+    parse_engine_args,
+    read_reported,
+    resolve_model,
+    with_engine_args,
+)
 from servelab.plan.engine_args import speculative_method
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -254,3 +254,20 @@ def test_a_sweep_point_runs_request_scenarios_at_its_concurrency_and_sessions_at
         ("synthetic:16:4@c2", False), ("truth@c1", True), ("truth@c3", True)]  # fmt: skip
     turns = [r for got in records.values() for r in got if r.labels.turn]
     assert turns and all(r.completion_tokens == 5 for r in turns if r.ok)  # the spec's replies, not 64
+
+
+@pytest.mark.parametrize(
+    ("cache_sim", "said"),
+    [([*SIM[:-1], 100_000], False), ([*SIM[:-1], 8], True)],  # a cache of 100,000 blocks; of 8 (128 tokens)
+    indirect=["cache_sim"],
+)
+def test_later_turns_that_find_nothing_cached_are_said(cache_sim: Target, said: bool, tmp_path: Path) -> None:
+    """A cache smaller than one session's history (as an engine with prefix caching off: vLLM's default for
+    hybrid models) caches nothing a later turn can use: the step says so, and not when the cache holds it."""
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result = run_bench(db, [cache_sim], [of_spec(_spec(sessions=1, turns=3))], Load(warmup=0))
+    later = [r for r in result.records if (r.labels.turn or 0) > 1]
+    assert len(later) == 2 and all(r.ok for r in later)
+    assert all(r.cached_tokens == 0 for r in later) is said
+    warned = [w for w in result.warnings if "later turn(s) found its history cached" in w]
+    assert bool(warned) is said and (not said or "--enable-prefix-caching" in warned[0])

@@ -221,7 +221,8 @@ def turn_prompt(talk: Conversation, texts: Texts, turn: TurnScript) -> Prompt:
 
 def session_warnings(records: list[RequestRecord], load: Load, compactions: int, unfit: list[str]) -> list[str]:
     """What the step's turns say: compactions, turns not sent for want of room, a server that does not report
-    cached tokens, replies shorter than asked, greedy replies cycling on one token (random weights)."""
+    cached tokens or reports none on every later turn, replies shorter than asked, greedy replies cycling on one
+    token (random weights)."""
     out = []
     if compactions:
         sessions = len({r.labels.session for r in records if r.labels.phase == "compacted"})
@@ -231,6 +232,13 @@ def session_warnings(records: list[RequestRecord], load: Load, compactions: int,
     ok = [r for r in records if r.ok]
     if ok and all(r.cached_tokens is None for r in ok):
         out.append("the server reported no cached_tokens per turn: the prefix cache is read from /metrics only")
+    later = [r for r in ok if (r.labels.turn or 0) > 1 and r.labels.phase != "compacted"]
+    if later and all(r.cached_tokens == 0 for r in later):
+        out.append(
+            f"none of {len(later)} later turn(s) found its history cached (cached_tokens 0): the engine's prefix "
+            "cache is off or too small for the sessions (vLLM leaves it off for hybrid models unless started with "
+            "--enable-prefix-caching)"
+        )
     if load.fixed_output != "off":
         short = [r for r in ok if r.finish_reason not in (None, "length")]
         if short:
