@@ -10,8 +10,10 @@ for dir in "$HERE"/models/*/; do
   dest="$KIT/models/$name"
   mkdir -p "$dest"
   cp "$dir"/* "$dest/"
+  from=smollm2-135m  # a folder may name the kit folder whose tokenizer covers its vocabulary (tokenizer-from)
+  [ -f "$dir/tokenizer-from" ] && from=$(cat "$dir/tokenizer-from")
   for f in tokenizer.json tokenizer_config.json chat_template.jinja generation_config.json; do
-    [ -f "$dest/$f" ] || cp "$KIT/models/smollm2-135m/$f" "$dest/"
+    [ -f "$dest/$f" ] || cp "$KIT/models/$from/$f" "$dest/"
   done
   echo "$dest"
 done

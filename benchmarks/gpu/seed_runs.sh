@@ -6,7 +6,8 @@
 #   setup   the kit's install (its last part carried) and the model folders; servelab's imports checked
 #   (vLLM reports usage.prompt_tokens_details.cached_tokens only with --enable-prompt-tokens-details: asked for)
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
-#           after its weights): decode at 1-16 streams; the server is left up for laguna-sessions
+#           after its weights; on an H100 the 120-expert stand-in at 0.84): decode at 1-16 streams; the server is
+#           left up for laguna-sessions
 #   laguna-sessions  the session capacity search (agentic-100k.toml, 1-3 sessions) on that server, then it stops
 #   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, CUDA graphs, prefix caching; on an H100: 256 experts a layer) at
 #           128K and 0.62: decode;
@@ -16,7 +17,8 @@
 #   moe     Mixtral-8x7B (bf16, eager; its vocabulary the stand-in tokenizer's): decode at 1-16 streams (an MoE whose experts a small batch mostly reads)
 #   gateway the vLLM server stopped, the gateway's one-stream added TTFT beside a compiled relay and the gateway
 #           before exact counting (.old-src = `git archive ca91d96 src`; .bench-tokenizer = SmolLM2's tokenizer)
-#   sweep   seed 000's questions on Laguna (sweep-seed000.toml); interrupted at the stage's budget, resumable
+#   sweep   seed 000's questions on Laguna (sweep-seed000.toml; on an H100 sweep-seed000-h100.toml); interrupted at
+#           the stage's budget, resumable
 #   resume  the sweep resumed
 # usage: bash benchmarks/gpu/seed_runs.sh STAGE [STAGE ...] OUT        (BUDGET_S=570 for the whole command)
 set -uo pipefail
@@ -55,12 +57,16 @@ pack() {  # the engines' logs live in /tmp/logs (a server left up writes on past
 }
 
 bash benchmarks/gpu/make_model_dirs.sh $KIT >/dev/null  # an upload replaces the checkout, the kit's folders too
-# An H100 (80 GB) holds neither the 80B hybrid nor Mixtral in bf16: there the hybrid is the same geometry with 256
-# experts a layer (the real KV per token and recurrent state: qwen3-next-256e-fp8) and Mixtral is quantized online
+# An H100 (80 GB) holds neither the 80B hybrid, Laguna nor Mixtral in bf16: there the hybrid is the same geometry with 256
+# experts a layer (the real KV per token and recurrent state: qwen3-next-256e-fp8) and Mixtral is quantized online;
+# Laguna is its geometry with 120 experts (54 GiB, laguna-s-2.1-120e), at the utilisation that leaves it about the
+# 8 GiB of KV seed 003's H100 had, and seed 000's sweep is sweep-seed000-h100.toml
 if (($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) > 100000)); then
-  HYBRID=qwen3-next-80b-a3b-fp8; MOE_ARGS=()
+  HYBRID=qwen3-next-80b-a3b-fp8; MOE_ARGS=(); LAGUNA=laguna-s-2.1-dummy; LAGUNA_UTIL=0.885
+  SWEEP_SPEC=benchmarks/gpu/sweep-seed000.toml
 else
-  HYBRID=qwen3-next-256e-fp8; MOE_ARGS=(--quantization fp8)
+  HYBRID=qwen3-next-256e-fp8; MOE_ARGS=(--quantization fp8); LAGUNA=laguna-s-2.1-120e; LAGUNA_UTIL=0.84
+  SWEEP_SPEC=benchmarks/gpu/sweep-seed000-h100.toml
 fi
 for STAGE in "${STAGES[@]}"; do
   rm -rf /tmp/w; mkdir -p /tmp/w; echo "== $STAGE at ${SECONDS}s"
@@ -71,8 +77,8 @@ for STAGE in "${STAGES[@]}"; do
     laguna)
       # DEBUG: the CUDA-graph estimate's parts (2.21 GiB logged, 0.42 planned; the plan's documented miss). The
       # sweep's points start without it, so they do not reuse this start's compile cache (vLLM keys it on the env)
-      VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/laguna-s-2.1-dummy laguna --max-model-len 131072 \
-        --gpu-memory-utilization 0.885 --enable-prompt-tokens-details && repeats laguna && decode laguna
+      VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/$LAGUNA laguna --max-model-len 131072 \
+        --gpu-memory-utilization $LAGUNA_UTIL --enable-prompt-tokens-details && repeats laguna && decode laguna
       pack laguna ;;
     laguna-sessions)
       sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
@@ -112,7 +118,7 @@ for STAGE in "${STAGES[@]}"; do
     sweep|resume)
       bash benchmarks/gpu/stop_server.sh
       if [[ $STAGE == sweep ]]; then
-        sl sweep --spec benchmarks/gpu/sweep-seed000.toml --port 8000 >/tmp/w/sweep.txt 2>&1
+        sl sweep --spec $SWEEP_SPEC --port 8000 >/tmp/w/sweep.txt 2>&1
       else
         sl sweep --resume latest --port 8000 >/tmp/w/sweep.txt 2>&1
       fi
