@@ -16,6 +16,7 @@ from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
 from servelab.plan.defaults import defaults_note, with_defaults
 from servelab.plan.engine_args import EngineArgs
+from servelab.plan.engine_shape import EngineShape, with_flags
 from servelab.plan.engines import (
     LLAMACPP_UBATCH,
     Capacity,
@@ -25,7 +26,7 @@ from servelab.plan.engines import (
     vllm_capacity,
 )
 from servelab.plan.llamacpp_terms import Buffers
-from servelab.plan.overhead import EngineShape, Overhead, vllm_overhead
+from servelab.plan.overhead import Overhead, vllm_overhead
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
 from servelab.plan.spec import RECURRENT
@@ -234,26 +235,7 @@ def engine_shape(resolved: Resolved, req: PlanRequest) -> EngineShape:
         quant=scheme_of(resolved, req).name,
         speculative_method=req.speculative_method,
     )
-    args = req.engine_args
-    if args is None or req.engine != "vllm":
-        return shape
-    # what the user's flags and environment say about the model runner and the CUDA graphs (plan/engine_args.py)
-    taken: dict[str, Any] = {
-        "num_speculative_tokens": args.num_speculative_tokens if req.speculative_method else None,
-        "parallel_drafting": args.parallel_drafting,
-        "optimization_level": args.optimization_level,
-        "cudagraph_mode": args.cudagraph_mode,
-        "compilation_mode": args.compilation_mode,
-        "max_cudagraph_capture_size": args.max_cudagraph_capture_size,
-        "cudagraph_capture_sizes": args.cudagraph_capture_sizes,
-        "lora": args.enable_lora,
-        "interactivity": (args.performance_mode == "interactivity") if args.performance_mode else None,
-        "use_v2_model_runner": args.use_v2_model_runner,
-        "estimate_cudagraphs": args.estimate_cudagraphs,
-        "torch_compile_disable": args.torch_compile_disable,
-        "v2_blockers": args.v2_blockers,
-    }
-    return replace(shape, **{k: v for k, v in taken.items() if v is not None})
+    return with_flags(shape, req.engine_args) if req.engine == "vllm" else shape
 
 
 def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
@@ -411,7 +393,7 @@ def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> lis
                          "of a session is then a full prefill")  # fmt: skip
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
-    if req.speculative_method not in (None, "ngram", "suffix"):
+    if req.speculative_method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
         notes.append(f"speculative decoding ({req.speculative_method}): the draft's weights and KV are not counted")
     if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
         notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "

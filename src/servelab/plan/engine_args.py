@@ -17,31 +17,15 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from servelab.core.errors import UsageError
-
-_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def human_int(value: str) -> int:
-    """vLLM's human-readable integers: 32k = 32,000, 32K = 32,768, 20G = 20 GiB; plain digits as they are."""
-    text = str(value).strip()
-    match = _HUMAN.fullmatch(text)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _DECIMAL:
-            return int(float(number) * _DECIMAL[suffix])
-        if "." in number:
-            raise UsageError(f"{text!r}: decimals are not allowed with the binary suffix {suffix}")
-        return int(number) * _BINARY[suffix]
-    try:
-        return int(float(text)) if "." in text or "e" in text.lower() else int(text)
-    except ValueError:
-        raise UsageError(f"{text!r} is not a number") from None
-
-
-def _bool(value: str) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
+from servelab.plan.flag_text import human_int, json_object
+from servelab.plan.vllm_runtime import (
+    DERIVED,
+    RuntimeReader,
+    log_runtime_tokens,
+    runtime_from_log,
+    speculative_method,
+    vllm_flag,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,55 +81,6 @@ class EngineArgs:
     def config_overrides(self) -> dict[str, Any]:
         """What --hf-overrides puts over the checkpoint's config.json ({} when not given)."""
         return dict(json.loads(self.hf_overrides)) if self.hf_overrides else {}
-
-
-def json_object(value: str) -> str:
-    """A JSON object given on the command line, as canonical JSON; anything else is refused."""
-    try:
-        data = json.loads(value)
-    except ValueError as exc:
-        raise UsageError(f"not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError("must be a JSON object, e.g. '{\"attention_chunk_size\": 0}'")
-    return json.dumps(data, sort_keys=True)
-
-
-MTP_METHODS = frozenset({
-    "deepseek_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp", "ernie_mtp",
-    "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "longcat_flash_mtp",
-    "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "hy_v3_mtp", "gemma4_mtp",
-})  # fmt: skip
-SPECULATIVE_METHODS = MTP_METHODS | {"ngram", "[ngram]", "medusa", "mlp_speculator", "draft_model", "suffix",
-                                     "custom_class", "eagle", "eagle3", "extract_hidden_states", "dflash",
-                                     "ngram_gpu", "dspark"}  # fmt: skip
-
-
-def speculative_method(value: str) -> str:
-    """vLLM's --speculative-config (a JSON object): its method, named from the draft model where not given, by
-    vLLM 0.25.1's own rule (config/speculative.py; a name it cannot place is a draft model)."""
-    return _speculative_method(json.loads(json_object(value)))
-
-
-def _speculative_method(data: Mapping[str, Any]) -> str:
-    raw_model = str(data.get("model") or "")
-    model = raw_model.lower()
-    method = data.get("method")
-    if method is not None and method not in SPECULATIVE_METHODS:
-        raise UsageError(
-            f"vLLM 0.25.1 has no speculative method {method!r}", hint=", ".join(sorted(SPECULATIVE_METHODS))
-        )
-    if "." in raw_model and "/" not in raw_model and not raw_model.startswith(("http://", "https://", "file://")):
-        return "custom_class"  # a module path: vLLM takes it for a proposer class whatever the method says
-    if method is None:
-        if not model:
-            raise UsageError('needs a "method" or a draft "model"')
-        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
-    method = "mtp" if method in MTP_METHODS else "ngram" if method == "[ngram]" else method
-    if model and method in ("draft_model", "medusa", "mlp_speculator", "mtp"):
-        # the draft's name, for any method but these four (its config's model_type is not read here)
-        named = ("eagle-", "eagle"), ("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark")
-        method = next((found for part, found in named if part in model), method)
-    return str(method)
 
 
 Setting = tuple[str, Callable[[str], Any]]
@@ -240,104 +175,6 @@ def _take(values: dict[str, Any], dest: str, cast: Callable[[str], Any], raw: st
         raise UsageError(f"--engine-args: {flag}: {why}")
 
 
-_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
-_JSON_CONFIGS = {"--speculative-config": "speculative", "-sc": "speculative", "--compilation-config": "compilation",
-                 "-cc": "compilation"}  # fmt: skip
-_OPT_LEVELS = ("0", "1", "2", "3")
-# vLLM flags that change the model runner or the CUDA graphs: (dest, kind) with kind "switch", "int", "str", "list"
-VLLM_RUNTIME: dict[str, tuple[str, str]] = {
-    "--enable-lora": ("enable_lora", "switch"),
-    "--no-enable-lora": ("enable_lora", "off"),
-    "--max-cudagraph-capture-size": ("max_cudagraph_capture_size", "int"),
-    "--cudagraph-capture-sizes": ("cudagraph_capture_sizes", "list"),
-    "--performance-mode": ("performance_mode", "str"),
-    "--optimization-level": ("optimization_level", "str"),
-    "--enable-prompt-embeds": ("prompt embeds", "switch"),
-    "--logprobs-mode": ("logprobs_mode", "str"),
-    "--logits-processors": ("custom logits processors", "list"),
-    "--kv-sharing-fast-prefill": ("KV sharing fast prefill", "switch"),
-    "--enable-return-routed-experts": ("routed experts capture", "switch"),
-    "--ec-transfer-config": ("EC transfer", "str"),
-}
-V2_BLOCKING = ("prompt embeds", "custom logits processors", "KV sharing fast prefill", "routed experts capture",
-               "EC transfer")  # fmt: skip
-COMPILATION_MODES = {"none": 0, "stock_torch_compile": 1, "dynamo_trace_once": 2, "vllm_compile": 3}
-
-
-def _vllm_flag(token: str) -> str:
-    """The flag as vLLM's parser reads it: underscores of a --name are dashes (up to its first '.')."""
-    if not token.startswith("--"):
-        return token
-    key, eq, value = token.partition("=")
-    head, dot, rest = key.partition(".")
-    return head.replace("_", "-") + dot + rest + eq + value
-
-
-def _json_or_text(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def _merge(into: dict[str, Any], keys: list[str], value: Any) -> None:
-    for key in keys[:-1]:
-        into = into.setdefault(key, {})
-    into[keys[-1]] = value
-
-
-def _bool_env(value: str) -> bool | None:
-    try:
-        return bool(int(value))
-    except ValueError:
-        return _bool(value)
-
-
-def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: dict[str, Any],
-             env: dict[str, str]) -> None:  # fmt: skip
-    """What the speculative and compilation configs, the runner flags and the environment set."""
-    spec = configs.get("speculative")
-    if spec:
-        try:
-            values["speculative_method"] = _speculative_method(spec)
-        except UsageError as exc:
-            raise UsageError(f"--engine-args: --speculative-config: {exc}") from None
-        if isinstance(spec.get("num_speculative_tokens"), int):
-            values["num_speculative_tokens"] = spec["num_speculative_tokens"]
-        if spec.get("parallel_drafting") is not None:
-            values["parallel_drafting"] = bool(spec["parallel_drafting"])
-    cc = configs.get("compilation") or {}
-    if cc.get("cudagraph_mode") is not None:
-        values["cudagraph_mode"] = str(cc["cudagraph_mode"]).upper()
-    mode = cc.get("mode", cc.get("level"))
-    if mode is not None:
-        name = str(mode).lower()
-        values["compilation_mode"] = int(name) if name.isdigit() else COMPILATION_MODES.get(name)
-    if cc.get("max_cudagraph_capture_size") is not None:
-        values["max_cudagraph_capture_size"] = int(cc["max_cudagraph_capture_size"])
-    if cc.get("cudagraph_capture_sizes") is not None:
-        values["cudagraph_capture_sizes"] = tuple(int(x) for x in cc["cudagraph_capture_sizes"])
-    for dest in ("max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora", "performance_mode"):
-        if dest in extra:
-            values[dest] = extra[dest]
-    if "optimization_level" in extra:
-        level = str(extra["optimization_level"])
-        if level not in _OPT_LEVELS:
-            raise UsageError(f"--engine-args: -O {level!r}: vLLM 0.25.1's levels are 0 to 3")
-        values["optimization_level"] = int(level)
-    blockers = [name for name in V2_BLOCKING if extra.get(name)]
-    if str(extra.get("logprobs_mode", "")) in ("raw_logits", "processed_logits"):
-        blockers.append(f"logprobs mode '{extra['logprobs_mode']}'")
-    if blockers:
-        values["v2_blockers"] = tuple(blockers)
-    if "VLLM_USE_V2_MODEL_RUNNER" in env:
-        values["use_v2_model_runner"] = _bool_env(env["VLLM_USE_V2_MODEL_RUNNER"])
-    if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in env:
-        values["estimate_cudagraphs"] = _bool_env(env["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"])
-    if env.get("TORCH_COMPILE_DISABLE") == "1":
-        values["torch_compile_disable"] = True
-
-
 def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
     """Read a quoted flag string (``"vllm serve M --max-model-len 32k -tp 2 ..."`` or just the flags; environment
     assignments before ``vllm serve`` are read too)."""
@@ -347,22 +184,16 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
         raise UsageError(f"--engine-args cannot be split into flags: {exc}") from None
     flags, switches = ENGINES.get(engine, ENGINES["vllm"])
     is_vllm = flags is VLLM_FLAGS
-    env: dict[str, str] = {}
-    while tokens and _ENV.fullmatch(tokens[0]) and not tokens[0].startswith("-"):
-        name, _, value = tokens.pop(0).partition("=")
-        env[name] = value
+    runtime = RuntimeReader()
+    tokens = runtime.read_env(tokens)
     if tokens[:2] == ["vllm", "serve"]:
         tokens = tokens[2:]
     values: dict[str, Any] = {}
-    configs: dict[str, dict[str, Any]] = {}
-    extra: dict[str, Any] = {}
     given: list[str] = []
     kept: list[str] = []
     i = 0
     while i < len(tokens):
-        token = tokens[i]
-        if is_vllm and token.startswith("-"):
-            token = _vllm_flag(token)
+        token = vllm_flag(tokens[i]) if is_vllm else tokens[i]
         flag, eq, inline = token.partition("=") if token.startswith("-") else (token, "", "")
         if not token.startswith("-"):
             if not kept:  # the first positional is the model
@@ -370,66 +201,8 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
             kept.append(token)
             i += 1
             continue
-        if is_vllm and (token.startswith("-O") and token != "-O" and not token.startswith("--")):
-            extra["optimization_level"] = token[3:] if token[2:3] == "=" else token[2:]
-            kept.append(tokens[i])
-            i += 1
-            continue
-        if is_vllm and token == "-O" and i + 1 < len(tokens) and tokens[i + 1] in _OPT_LEVELS:
-            extra["optimization_level"] = tokens[i + 1]
-            kept += tokens[i : i + 2]
-            i += 2
-            continue
-        if is_vllm and "." in flag and flag.split(".")[0] in _JSON_CONFIGS:  # -cc.cudagraph_mode=NONE
-            head, *keys = flag.split(".")
-            raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
-            _merge(configs.setdefault(_JSON_CONFIGS[head], {}), keys, _json_or_text(raw))
-            kept += [tokens[i]] if eq else tokens[i : i + 2]
-            i += 1 if eq else 2
-            continue
-        if is_vllm and flag in _JSON_CONFIGS:
-            raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
-            if not raw:
-                raise UsageError(f"--engine-args: {flag} needs a value")
-            try:
-                data = json.loads(json_object(raw))
-            except UsageError as exc:
-                raise UsageError(f"--engine-args: {flag} {raw!r}: {exc}") from None
-            configs.setdefault(_JSON_CONFIGS[flag], {}).update(data)
-            if _JSON_CONFIGS[flag] == "speculative":
-                given += [f for f, (d, _) in flags.items() if d == "speculative_method"]
-            kept += [tokens[i]] if eq else tokens[i : i + 2]
-            i += 1 if eq else 2
-            continue
-        if is_vllm and flag in VLLM_RUNTIME:
-            dest, kind = VLLM_RUNTIME[flag]
-            if kind in ("switch", "off"):
-                extra[dest] = kind == "switch"
-                kept.append(tokens[i])
-                i += 1
-                continue
-            if kind == "list":
-                taken = [inline] if eq else []
-                j = i + 1
-                while not eq and j < len(tokens) and not tokens[j].startswith("-"):
-                    taken.append(tokens[j])
-                    j += 1
-                if dest == "cudagraph_capture_sizes":
-                    try:
-                        extra[dest] = tuple(int(x) for part in taken for x in part.split(",") if x)
-                    except ValueError:
-                        raise UsageError(f"--engine-args: {flag}: {taken!r} are not whole numbers") from None
-                else:
-                    extra[dest] = bool(taken)
-                kept += tokens[i:j] if not eq else [tokens[i]]
-                i = j if not eq else i + 1
-                continue
-            raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
-            if not raw:
-                raise UsageError(f"--engine-args: {flag} needs a value")
-            extra[dest] = human_int(raw) if kind == "int" else raw
-            kept += [tokens[i]] if eq else tokens[i : i + 2]
-            i += 1 if eq else 2
+        if is_vllm and (after := runtime.take(tokens, i, kept)) is not None:
+            i = after
             continue
         if flag in switches and not eq:
             dest, on = switches[flag]
@@ -451,7 +224,8 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
         kept.append(tokens[i])  # a flag servelab does not read: kept for the command line
         i += 1
     if is_vllm:
-        _runtime(values, configs, extra, env)
+        runtime.apply(values)
+        given += [f for f, (d, _) in flags.items() if d == "speculative_method"] if runtime.speculative_given else []
     return EngineArgs(**values, tokens=tuple(kept), flags_given=tuple(given))
 
 
@@ -470,37 +244,13 @@ def engine_args_from_log(text: str) -> EngineArgs | None:
     return engine_args_from_mapping(data) if isinstance(data, Mapping) else None
 
 
-# argparse names in a log's non-default args that change the runner or the graphs -> VLLM_RUNTIME's dest
-_LOG_RUNTIME = {"enable_lora": "enable_lora", "max_cudagraph_capture_size": "max_cudagraph_capture_size",
-                "cudagraph_capture_sizes": "cudagraph_capture_sizes", "performance_mode": "performance_mode",
-                "optimization_level": "optimization_level", "enable_prompt_embeds": "prompt embeds",
-                "logprobs_mode": "logprobs_mode", "logits_processors": "custom logits processors",
-                "kv_sharing_fast_prefill": "KV sharing fast prefill",
-                "enable_return_routed_experts": "routed experts capture",
-                "ec_transfer_config": "EC transfer"}  # fmt: skip
-_DERIVED = {"num_speculative_tokens", "parallel_drafting", "optimization_level", "cudagraph_mode", "compilation_mode",
-            "max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora", "performance_mode", "v2_blockers",
-            "use_v2_model_runner", "estimate_cudagraphs", "torch_compile_disable"}  # fmt: skip
-
-
 def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
-    known = {f.name for f in fields(EngineArgs)} - {"tokens", "flags_given"} - _DERIVED
+    known = {f.name for f in fields(EngineArgs)} - {"tokens", "flags_given"} - DERIVED
     values = {k: v for k, v in data.items() if k in known and v is not None}
     if "speculative_method" in values and not isinstance(values["speculative_method"], str):
         del values["speculative_method"]
-    configs = {name: dict(data[key]) for key, name in (("speculative_config", "speculative"),
-               ("compilation_config", "compilation")) if isinstance(data.get(key), Mapping)}  # fmt: skip
-    extra: dict[str, Any] = {}
-    for key, dest in _LOG_RUNTIME.items():
-        value = data.get(key)
-        if value is None or value is False:
-            continue
-        if key == "cudagraph_capture_sizes" and isinstance(value, list | tuple):
-            value = tuple(int(x) for x in value)
-        elif key == "optimization_level":
-            value = str(getattr(value, "value", value))
-        extra[dest] = value
-    _runtime(values, configs, extra, {})
+    runtime = runtime_from_log(data)
+    runtime.apply(values)
     if isinstance(values.get("hf_overrides"), Mapping):  # the log prints it as a dict
         values["hf_overrides"] = json.dumps(dict(values["hf_overrides"]), sort_keys=True)
     elif "hf_overrides" in values and not isinstance(values["hf_overrides"], str):
@@ -515,21 +265,14 @@ def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
     for dest, value in args.given().items():
         flag = _DEST_FLAGS.get(dest)
         if dest == "speculative_method":
-            if "speculative" in configs:
-                tokens += ["--speculative-config", json.dumps(configs["speculative"])]
+            if "speculative" in runtime.configs:
+                tokens += ["--speculative-config", json.dumps(runtime.configs["speculative"])]
         elif flag:
             tokens += [flag, str(value)]
         elif isinstance(value, bool):
             switch = next((f for f, (d, on) in VLLM_SWITCHES.items() if d == dest and on == value), None)
             tokens += [switch] if switch else []
-    if "compilation" in configs:
-        tokens += ["--compilation-config", json.dumps(configs["compilation"])]
-    for key in ("enable_lora", "enable_prompt_embeds", "kv_sharing_fast_prefill", "enable_return_routed_experts"):
-        if data.get(key) is True:
-            tokens.append("--" + key.replace("_", "-"))
-    for key in ("max_cudagraph_capture_size", "performance_mode", "logprobs_mode"):
-        if data.get(key) is not None:
-            tokens += ["--" + key.replace("_", "-"), str(data[key])]
+    tokens += log_runtime_tokens(data, runtime)
     given = tuple(f for f, (d, _) in VLLM_FLAGS.items() if d in values)
     given += tuple(f for f, (d, _) in VLLM_SWITCHES.items() if d in values)
     return replace(args, tokens=tuple(tokens), flags_given=given)

@@ -84,7 +84,8 @@ def test_the_recurrent_term_follows_the_dummy_requests_not_the_tokens() -> None:
     """vLLM's profile run splits max_num_batched_tokens over min(max_num_seqs, tokens) requests and the
     recurrent kernels keep one state per request: Kimi-Linear's peak fell 30.55 -> 2.90 GiB at
     --max-num-seqs 64, Nemotron-H's stayed 1.93 / 1.88 GiB from 8K to 2K tokens (1,024 requests both)."""
-    from servelab.plan.overhead import EngineShape, activation_peak, recurrent_extra
+    from servelab.plan.engine_shape import EngineShape
+    from servelab.plan.overhead import activation_peak, recurrent_extra
 
     kimi = resolve_model(str(MODELS / "kimi-linear-48b-a3b")).spec
     kda = next(layer.state for layer in kimi.layers if layer.state is not None and layer.state.family == "kda")

@@ -1,6 +1,7 @@
-"""Adversarial review of the model-runner rule (plan/overhead.py ``v2_model_runner`` / ``cudagraph_estimate``) against
-vLLM 0.25.1's own code. Every test states what vLLM does (file:line in the 0.25.1 wheel) and asserts that; a failing
-test documents a disagreement, a passing one a case checked and found to agree.
+"""Adversarial review of the model-runner rule (plan/cudagraphs.py ``v2_model_runner`` / ``cudagraph_estimate``, the
+flags read in plan/vllm_runtime.py) against vLLM 0.25.1's own code. Every test states what vLLM does (file:line in the
+0.25.1 wheel) and asserts that; the cases vLLM decides from a draft model's own config.json, which the plan does not
+read, are expected failures (xfail, strict).
 
 Sources (vllm-0.25.1 wheel):
 - runner choice: vllm/config/vllm.py:518-555 (use_v2_model_runner), :557-575 (_is_default_v2_model_runner_model),
@@ -27,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from servelab.plan import PlanRequest, gpu, make_plan, parse_engine_args, resolve_model, with_engine_args
+from servelab.plan.cudagraphs import CUDAGRAPH_FULL, CUDAGRAPH_PIECEWISE, cudagraph_estimate
 from servelab.plan.engine_args import engine_args_from_log, speculative_method
-from servelab.plan.overhead import CUDAGRAPH_FULL, CUDAGRAPH_PIECEWISE, EngineShape, cudagraph_estimate
+from servelab.plan.engine_shape import EngineShape
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "benchmarks/gpu/models"
@@ -183,10 +185,28 @@ def test_speculative_methods_vllm_names_explicitly(config: dict[str, object], vl
         # speculative.py:835-845: the eagle/eagle3 name test runs for any method but eagle/eagle3/dflash/dspark
         ({"method": "draft_model", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"}, "eagle3"),
         # speculative.py:853-856: the draft's model_type names medusa / mlp_speculator (no method given)
-        ({"model": "FasterDecoding/medusa-vicuna-7b-v1.3", "num_speculative_tokens": 5}, "medusa"),
-        ({"model": "ibm-ai-platform/llama3-8b-accelerator", "num_speculative_tokens": 4}, "mlp_speculator"),
+        pytest.param(
+            {"model": "FasterDecoding/medusa-vicuna-7b-v1.3", "num_speculative_tokens": 5},
+            "medusa",
+            marks=pytest.mark.xfail(
+                strict=True, reason="vLLM names it from the draft's config.json, which the plan does not read"
+            ),
+        ),
+        pytest.param(
+            {"model": "ibm-ai-platform/llama3-8b-accelerator", "num_speculative_tokens": 4},
+            "mlp_speculator",
+            marks=pytest.mark.xfail(
+                strict=True, reason="vLLM names it from the draft's config.json, which the plan does not read"
+            ),
+        ),
         # speculative.py:857-860 + hf_config_override (:351-360): a MiMo checkpoint as the draft is MTP -> V2-capable
-        ({"model": "XiaomiMiMo/MiMo-7B-RL", "num_speculative_tokens": 1}, "mtp"),
+        pytest.param(
+            {"model": "XiaomiMiMo/MiMo-7B-RL", "num_speculative_tokens": 1},
+            "mtp",
+            marks=pytest.mark.xfail(
+                strict=True, reason="vLLM names it from the draft's config.json, which the plan does not read"
+            ),
+        ),
     ],
 )
 def test_speculative_methods_vllm_infers(config: dict[str, object], vllm_method: str) -> None:
