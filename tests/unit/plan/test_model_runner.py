@@ -14,10 +14,8 @@ from hypothesis import strategies as st
 
 from servelab.core.errors import UsageError
 from servelab.plan import (
-    PlanRequest,
     compare_with,
     engine_request,
-    gpu,
     make_plan,
     parse_engine_args,
     read_reported,
@@ -25,6 +23,7 @@ from servelab.plan import (
     with_engine_args,
 )
 from servelab.plan.engine_args import speculative_method
+from tests.unit.plan.graphs_planned import graphs_planned, h100_request
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "benchmarks/gpu/models"
@@ -43,29 +42,19 @@ RUNNER_V2 = {
 }
 
 
-def _request(card: str = "h100") -> PlanRequest:
-    g = gpu(card)
-    return PlanRequest(gpu_name=g.key, gpu_bytes=g.memory_bytes, bandwidth_gbs=None, context=8192, concurrency=1,
-                       quant=None, kv_dtype="auto", cuda_total_bytes=g.cuda_total_bytes)  # fmt: skip
-
-
-def _graphs(folder: str, flags: str) -> int:
-    resolved = resolve_model(str(MODELS / folder))
-    plan = make_plan(resolved, with_engine_args(_request(), parse_engine_args(f"--max-model-len 8192 {flags}")))
-    return plan.overhead_parts["cudagraphs"]
-
-
 @pytest.mark.parametrize(("folder", "v2"), RUNNER_V2.items())
 def test_cuda_graphs_are_deducted_only_on_the_v1_runner(folder: str, v2: bool) -> None:
-    assert (_graphs(folder, "") == 0) is v2
-    assert _graphs(folder, "--enforce-eager") == 0  # no graphs, no deduction, either runner
-    assert _graphs(folder, NGRAM) > 0  # ngram speculation sends every model to V1
+    assert (graphs_planned(folder, "") == 0) is v2
+    assert graphs_planned(folder, "--enforce-eager") == 0  # no graphs, no deduction, either runner
+    assert graphs_planned(folder, NGRAM) > 0  # ngram speculation sends every model to V1
 
 
-def test_speculation_v2_runs_keeps_the_v2_runner() -> None:
+def test_speculation_v2_runs_keeps_the_v2_runner_and_a_draft_model_does_not() -> None:
     eagle = """--speculative-config '{"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'"""
-    assert _graphs("llama-3.1-8b", eagle) == 0
-    assert _graphs("llama-3.1-8b", """--speculative-config '{"model": "org/small-draft"}'""") > 0  # a draft model
+    assert graphs_planned("llama-3.1-8b", eagle) == 0
+    assert (
+        graphs_planned("llama-3.1-8b", """--speculative-config '{"model": "org/small-draft"}'""") > 0
+    )  # a draft model
 
 
 @pytest.mark.parametrize(
@@ -103,8 +92,8 @@ def test_a_deduction_only_ever_lowers_the_kv_cache(folder: str, seqs: int, token
     runner makes one (the profile-run peak does not depend on the runner)."""
     resolved = resolve_model(str(MODELS / folder))
     flags = f"--max-model-len 8192 --max-num-seqs {seqs} --max-num-batched-tokens {tokens} {spec}"
-    on = make_plan(resolved, with_engine_args(_request(), parse_engine_args(flags)))
-    off = make_plan(resolved, with_engine_args(_request(), parse_engine_args(f"{flags} --enforce-eager")))
+    on = make_plan(resolved, with_engine_args(h100_request(), parse_engine_args(flags)))
+    off = make_plan(resolved, with_engine_args(h100_request(), parse_engine_args(f"{flags} --enforce-eager")))
     assert on.kv_pool_bytes == max(0, off.kv_pool_bytes - on.overhead_parts["cudagraphs"])
     assert on.capacity.tokens <= off.capacity.tokens
 
@@ -112,7 +101,7 @@ def test_a_deduction_only_ever_lowers_the_kv_cache(folder: str, seqs: int, token
 def test_the_h100_dense_start_with_graphs_deducts_none_and_lands_within_one_percent() -> None:
     log = H100 / "serve-dense-debug.log.gz"
     reported = read_reported(str(log))
-    request = engine_request(_request(), None, reported)
+    request = engine_request(h100_request(), None, reported)
     resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
     plan = make_plan(resolved, request)
     assert request.enforce_eager is False and reported.cudagraph_bytes == 0 == plan.overhead_parts["cudagraphs"]

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from servelab.plan import PlanRequest, gpu, make_plan, parse_engine_args, resolve_model, with_engine_args
+from servelab.plan import resolve_model
 from servelab.plan.cudagraphs import CUDAGRAPH_FULL, CUDAGRAPH_PIECEWISE, cudagraph_estimate
 from servelab.plan.engine_args import engine_args_from_log, speculative_method
 from servelab.plan.engine_shape import EngineShape
+from tests.unit.plan.graphs_planned import graphs_planned
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "benchmarks/gpu/models"
@@ -82,23 +83,10 @@ def vllm_v1_deduction(seqs: int = 1024, tokens: int = 8192, k: int = 0, *, mode:
     return max(per_mode[m][0] for m in live) + sum(per_mode[m][1] * (n - 1) for m, n in live.items())
 
 
-def _request(card: str = "h100") -> PlanRequest:
-    g = gpu(card)
-    return PlanRequest(gpu_name=g.key, gpu_bytes=g.memory_bytes, bandwidth_gbs=None, context=8192, concurrency=1,
-                       quant=None, kv_dtype="auto", cuda_total_bytes=g.cuda_total_bytes)  # fmt: skip
-
-
-def _graphs(folder: str, flags: str) -> int:
-    resolved = resolve_model(str(MODELS / folder))
-    text = f"{flags} --max-model-len 8192" if "vllm serve" in flags else f"--max-model-len 8192 {flags}"
-    plan = make_plan(resolved, with_engine_args(_request(), parse_engine_args(text)))
-    return plan.overhead_parts["cudagraphs"]
-
-
 def test_the_reference_matches_servelab_where_both_should_agree() -> None:
     """Sanity: H100 defaults (1,024 seqs, 8,192 tokens): 51 graphs of each mode, gpt-oss 83."""
-    assert vllm_v1_deduction() == _graphs("mixtral-8x7b", "")
-    assert vllm_v1_deduction(gpt_oss=True) == _graphs("gpt-oss-20b", "")
+    assert vllm_v1_deduction() == graphs_planned("mixtral-8x7b", "")
+    assert vllm_v1_deduction(gpt_oss=True) == graphs_planned("gpt-oss-20b", "")
 
 
 # -- (1) the model: is_moe / is_hybrid / is_attention_free -> the runner, every benchmark folder --------------------
@@ -131,7 +119,7 @@ VLLM_RUNNER = {
 @pytest.mark.parametrize(("folder", "expected"), VLLM_RUNNER.items())
 def test_every_benchmark_folder_gets_vllms_runner(folder: str, expected: tuple[bool, bool, bool, str]) -> None:
     runner = expected[3]
-    assert (_graphs(folder, "") == 0) is (runner == "v2")
+    assert (graphs_planned(folder, "") == 0) is (runner == "v2")
 
 
 def test_servelab_and_vllm_disagree_on_is_moe_for_nemotron_nano_9b_v2_without_runner_consequence() -> None:
@@ -228,14 +216,14 @@ def test_non_v2_methods_send_a_dense_model_to_v1(method: str) -> None:
     """config/vllm.py:2066-2077: any method but eagle/eagle3/mtp/dflash/dspark -> V1 (agrees)."""
     model = ', "model": "my_pkg.MyProposer"' if method == "custom_class" else ""
     flags = f"""--speculative-config '{{"method": "{method}", "num_speculative_tokens": 2{model}}}'"""
-    assert _graphs("llama-3.1-8b", flags) > 0
+    assert graphs_planned("llama-3.1-8b", flags) > 0
 
 
 def test_parallel_drafting_eagle_is_v1() -> None:
     """config/vllm.py:2079-2086: EAGLE with parallel_drafting (P-EAGLE) -> V1."""
     flags = ("""--speculative-config '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", """
              """"num_speculative_tokens": 3, "parallel_drafting": true}'""")  # fmt: skip
-    assert _graphs("llama-3.1-8b", flags) > 0
+    assert graphs_planned("llama-3.1-8b", flags) > 0
 
 
 def test_dspark_forces_v2_even_for_an_moe() -> None:
@@ -255,7 +243,7 @@ def test_dspark_forces_v2_even_for_an_moe() -> None:
 )
 def test_every_spelling_of_speculative_config_is_read(flags: str) -> None:
     """vLLM accepts -sc, underscores and dotted sub-keys (utils/argparse_utils.py:306-330, 387-415): ngram -> V1."""
-    assert _graphs("llama-3.1-8b", flags) > 0
+    assert graphs_planned("llama-3.1-8b", flags) > 0
 
 
 def test_a_logs_speculative_config_is_read() -> None:
@@ -272,7 +260,7 @@ def test_num_speculative_tokens_changes_v1_capture_sizes() -> None:
     rounded to multiples of 5 (compilation.py:1425-1436), FULL keys 5..160. servelab: max 64, no rounding."""
     flags = ("--max-num-seqs 32 --speculative-config "
              """'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'""")  # fmt: skip
-    assert _graphs("mixtral-8x7b", flags) == vllm_v1_deduction(seqs=32, k=4)
+    assert graphs_planned("mixtral-8x7b", flags) == vllm_v1_deduction(seqs=32, k=4)
 
 
 # -- (3) other flags and environment that change the runner or the deduction -----------------------------------------
@@ -293,19 +281,19 @@ def test_num_speculative_tokens_changes_v1_capture_sizes() -> None:
 def test_flags_that_send_a_dense_model_to_v1(flags: str) -> None:
     if flags == "-cc.mode=1":
         flags += " -cc.cudagraph_mode=FULL_DECODE_ONLY"  # stock compile drops piecewise graphs (vllm.py:1205-1216)
-    assert _graphs("llama-3.1-8b", flags) > 0
+    assert graphs_planned("llama-3.1-8b", flags) > 0
 
 
 def test_logprobs_mode_processed_logprobs_keeps_v2() -> None:
-    assert _graphs("llama-3.1-8b", "--logprobs-mode processed_logprobs") == 0  # agrees
+    assert graphs_planned("llama-3.1-8b", "--logprobs-mode processed_logprobs") == 0  # agrees
 
 
 def test_return_routed_experts_sends_a_listed_moe_to_v1() -> None:
-    assert _graphs("deepseek-v2-lite", "--enable-return-routed-experts") > 0  # vllm.py:2101-2103
+    assert graphs_planned("deepseek-v2-lite", "--enable-return-routed-experts") > 0  # vllm.py:2101-2103
 
 
 def test_vllm_use_v2_model_runner_1_moves_an_moe_to_v2() -> None:
-    assert _graphs("mixtral-8x7b", "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve mistralai/Mixtral-8x7B-v0.1") == 0
+    assert graphs_planned("mixtral-8x7b", "VLLM_USE_V2_MODEL_RUNNER=1 vllm serve mistralai/Mixtral-8x7B-v0.1") == 0
 
 
 @pytest.mark.parametrize(
@@ -336,7 +324,7 @@ def test_vllm_use_v2_model_runner_1_moves_an_moe_to_v2() -> None:
     ],
 )
 def test_flags_that_change_the_v1_deduction(flags: str, expected: int) -> None:
-    assert _graphs("mixtral-8x7b", flags) == expected
+    assert graphs_planned("mixtral-8x7b", flags) == expected
 
 
 # -- (4) the V1 formula against profile_cudagraph_memory ---------------------------------------------------------------
@@ -346,22 +334,22 @@ def test_flags_that_change_the_v1_deduction(flags: str, expected: int) -> None:
 def test_full_graphs_stop_at_max_num_seqs(seqs: int) -> None:
     """cudagraph_dispatcher.py:211-231: FULL (decode) keys only up to (1+k) x max_num_seqs; PIECEWISE keys take every
     size. servelab counts every size for both modes."""
-    assert _graphs("mixtral-8x7b", f"--max-num-seqs {seqs}") == vllm_v1_deduction(seqs=seqs)
+    assert graphs_planned("mixtral-8x7b", f"--max-num-seqs {seqs}") == vllm_v1_deduction(seqs=seqs)
 
 
 def test_gpt_oss_keeps_1024_with_few_seqs_but_full_graphs_stop_at_seqs() -> None:
-    assert _graphs("gpt-oss-20b", "--max-num-seqs 64") == vllm_v1_deduction(seqs=64, gpt_oss=True)
+    assert graphs_planned("gpt-oss-20b", "--max-num-seqs 64") == vllm_v1_deduction(seqs=64, gpt_oss=True)
 
 
 @pytest.mark.parametrize(("folder", "tokens"), [("mixtral-8x7b", 256), ("mixtral-8x7b", 300), ("gpt-oss-20b", 512)])
 def test_capture_sizes_stop_at_max_num_batched_tokens(folder: str, tokens: int) -> None:
     """config/vllm.py:1727-1773: max capture size = min(max_num_batched_tokens, .), that budget appended."""
     expected = vllm_v1_deduction(tokens=tokens, gpt_oss=folder == "gpt-oss-20b")
-    assert _graphs(folder, f"--max-num-batched-tokens {tokens}") == expected
+    assert graphs_planned(folder, f"--max-num-batched-tokens {tokens}") == expected
 
 
 @pytest.mark.parametrize("folder", ["nemotron-nano-9b-v2", "qwen3-next-256e-fp8", "granite-4.0-h-tiny"])
 def test_hybrids_with_few_seqs(folder: str) -> None:
     """Hybrids default to FULL_AND_PIECEWISE too (models/config.py:545-604; mamba/GDN backends UNIFORM_BATCH), so the
     same FULL-count rule applies."""
-    assert _graphs(folder, "--max-num-seqs 8") == vllm_v1_deduction(seqs=8)
+    assert graphs_planned(folder, "--max-num-seqs 8") == vllm_v1_deduction(seqs=8)
