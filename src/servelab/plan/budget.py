@@ -63,7 +63,6 @@ class PlanRequest:
     mamba_cache_dtype: str = "auto"
     mamba_ssm_cache_dtype: str = "auto"
     enable_prefix_caching: bool | None = None  # None: vLLM's default (off for hybrid models)
-    speculative_method: str | None = None  # --speculative-config's method: which model runner vLLM picks
     hybrid_kv_cache_manager: bool | None = None
     cuda_total_bytes: int | None = None  # the total CUDA reports (vLLM's base), None: from gpu_bytes
     engine_args: EngineArgs | None = None  # the user's own flags, completed on the printed command line
@@ -233,7 +232,6 @@ def engine_shape(resolved: Resolved, req: PlanRequest) -> EngineShape:
         enforce_eager=req.enforce_eager,
         tp=req.tp,
         quant=scheme_of(resolved, req).name,
-        speculative_method=req.speculative_method,
     )
     return with_flags(shape, req.engine_args) if req.engine == "vllm" else shape
 
@@ -393,8 +391,9 @@ def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> lis
                          "of a session is then a full prefill")  # fmt: skip
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
-    if req.speculative_method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
-        notes.append(f"speculative decoding ({req.speculative_method}): the draft's weights and KV are not counted")
+    method = req.engine_args.speculative_method if req.engine_args else None
+    if method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
+        notes.append(f"speculative decoding ({method}): the draft's weights and KV are not counted")
     if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
         notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "
                      "(llama.cpp warns and serves it)")  # fmt: skip

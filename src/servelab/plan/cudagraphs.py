@@ -72,7 +72,7 @@ def cudagraph_mode(shape: EngineShape) -> str:
     return mode
 
 
-def v2_blockers(spec: ModelSpec, shape: EngineShape) -> list[str]:
+def v2_blockers(shape: EngineShape) -> list[str]:
     """The features on that vLLM's V2 runner lacks (config/vllm.py, _get_v2_model_runner_unsupported_features)."""
     out = list(shape.v2_blockers)
     if shape.compilation_mode == 1:
@@ -96,7 +96,7 @@ def v2_model_runner(spec: ModelSpec, shape: EngineShape) -> bool:
         return False  # hybrid, or attention-free
     if spec.moe is not None and spec.architecture not in V2_RUNNER_MOE:
         return False
-    return not v2_blockers(spec, shape)
+    return not v2_blockers(shape)
 
 
 def cudagraph_counts(spec: ModelSpec, shape: EngineShape) -> dict[str, int]:
@@ -113,7 +113,8 @@ def cudagraph_counts(spec: ModelSpec, shape: EngineShape) -> dict[str, int]:
     query = 1 + shape.num_speculative_tokens
     if query > 1 and mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
         top = sizes[-1]
-        sizes = sorted({-(-s // query) * query for s in sizes if -(-s // query) * query <= top}) or [query]
+        rounded = {-(-s // query) * query for s in sizes}
+        sizes = sorted(s for s in rounded if s <= top) or [query]
     cases = 2 if shape.lora else 1
     counts = {}
     if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):

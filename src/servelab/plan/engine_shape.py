@@ -38,6 +38,7 @@ def with_flags(shape: EngineShape, args: EngineArgs | None) -> EngineShape:
     if args is None:
         return shape
     taken: dict[str, Any] = {
+        "speculative_method": args.speculative_method,
         "num_speculative_tokens": args.num_speculative_tokens if args.speculative_method else None,
         "parallel_drafting": args.parallel_drafting,
         "optimization_level": args.optimization_level,

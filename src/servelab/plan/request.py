@@ -28,7 +28,6 @@ SIMPLE = {
     "tensor_parallel_size": "tp",
     "kv_cache_memory_bytes": "kv_pool_bytes",
     "enable_prefix_caching": "enable_prefix_caching",
-    "speculative_method": "speculative_method",
 }
 
 
