@@ -56,6 +56,15 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _JSON_CONFIGS = {"--speculative-config": "speculative", "-sc": "speculative", "--compilation-config": "compilation",
                  "-cc": "compilation"}  # fmt: skip
 _OPT_LEVELS = ("0", "1", "2", "3")
+# the features vLLM's V2 runner lacks, as flags: (what the feature is called, kind)
+V2_BLOCKING_FLAGS: dict[str, tuple[str, str]] = {
+    "--enable-prompt-embeds": ("prompt embeds", "switch"),
+    "--logits-processors": ("custom logits processors", "list"),
+    "--kv-sharing-fast-prefill": ("KV sharing fast prefill", "switch"),
+    "--enable-return-routed-experts": ("routed experts capture", "switch"),
+    "--ec-transfer-config": ("EC transfer", "str"),
+}
+V2_BLOCKING = tuple(name for name, _ in V2_BLOCKING_FLAGS.values())
 # vLLM flags that change the model runner or the CUDA graphs: (dest, kind) with kind "switch", "int", "str", "list"
 VLLM_RUNTIME: dict[str, tuple[str, str]] = {
     "--enable-lora": ("enable_lora", "switch"),
@@ -64,15 +73,9 @@ VLLM_RUNTIME: dict[str, tuple[str, str]] = {
     "--cudagraph-capture-sizes": ("cudagraph_capture_sizes", "list"),
     "--performance-mode": ("performance_mode", "str"),
     "--optimization-level": ("optimization_level", "str"),
-    "--enable-prompt-embeds": ("prompt embeds", "switch"),
     "--logprobs-mode": ("logprobs_mode", "str"),
-    "--logits-processors": ("custom logits processors", "list"),
-    "--kv-sharing-fast-prefill": ("KV sharing fast prefill", "switch"),
-    "--enable-return-routed-experts": ("routed experts capture", "switch"),
-    "--ec-transfer-config": ("EC transfer", "str"),
+    **V2_BLOCKING_FLAGS,
 }
-V2_BLOCKING = ("prompt embeds", "custom logits processors", "KV sharing fast prefill", "routed experts capture",
-               "EC transfer")  # fmt: skip
 COMPILATION_MODES = {"none": 0, "stock_torch_compile": 1, "dynamo_trace_once": 2, "vllm_compile": 3}
 
 
