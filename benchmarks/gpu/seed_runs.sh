@@ -7,11 +7,12 @@
 #   (vLLM reports usage.prompt_tokens_details.cached_tokens only with --enable-prompt-tokens-details: asked for)
 #   laguna  Laguna S 2.1 (FP8, FP8 KV, 128K) at gpu_memory_utilization 0.885 (about 8 GiB of KV, seed 003's H100
 #           after its weights; on an H100 the 120-expert stand-in at 0.84): decode at 1-16 streams; the server is
-#           left up for laguna-sessions
+#           left up for laguna-sessions (laguna-serve: the start alone)
 #   laguna-sessions  the session capacity search (agentic-100k.toml, 1-3 sessions) on that server, then it stops
 #   hybrid  Qwen3-Next-80B-A3B (FP8, GDN hybrid, CUDA graphs, prefix caching; on an H100: 256 experts a layer) at
 #           128K and 0.62: decode;
 #           left up for hybrid-sessions (the same search). A stage a call: a machine taken back loses one call
+#   hybrid-small  Nemotron-Nano-9B-v2's geometry (Mamba-2 hybrid, bf16, CUDA graphs): decode at 1-16 streams, stopped
 #   dense   Llama-3.1-8B compiled (CUDA graphs): a cold start, decode at 1-16 streams, then a second start that
 #           should load the compiled graphs from the cache (the compile time against the cached start)
 #   moe     Mixtral-8x7B (bf16, eager; its vocabulary the stand-in tokenizer's): decode at 1-16 streams (an MoE whose experts a small batch mostly reads)
@@ -74,11 +75,15 @@ for STAGE in "${STAGES[@]}"; do
     setup)
       bash $KIT/install.sh || exit 3
       python3 -c "import servelab.cli, pynvml, matplotlib; print('servelab imports ok')" || exit 4 ;;
-    laguna)
+    laguna|laguna-serve)
       # DEBUG: the CUDA-graph estimate's parts (2.21 GiB logged, 0.42 planned; the plan's documented miss). The
-      # sweep's points start without it, so they do not reuse this start's compile cache (vLLM keys it on the env)
+      # sweep's points start without it, so they do not reuse this start's compile cache (vLLM keys it on the env).
+      # laguna-serve: the start alone (no decode levels), for a session search that must fit the device's time
       VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/$LAGUNA laguna --max-model-len 131072 \
-        --gpu-memory-utilization $LAGUNA_UTIL --enable-prompt-tokens-details && repeats laguna && decode laguna
+        --gpu-memory-utilization $LAGUNA_UTIL --enable-prompt-tokens-details \
+        && [[ $STAGE == laguna ]] && repeats laguna && decode laguna
+      grep -hE "CUDA graph memory|Graph capturing finished|KV cache size|Maximum concurrency" /tmp/logs/serve-laguna.log \
+        | cut -c1-220
       pack laguna ;;
     laguna-sessions)
       sessions laguna 3  # 4 sessions thrashed on 2026-12-05; 1-3 decide
@@ -93,6 +98,13 @@ for STAGE in "${STAGES[@]}"; do
         --gpu-memory-utilization 0.62 --gdn-prefill-backend triton --enable-prompt-tokens-details \
         --enable-prefix-caching --no-enforce-eager && repeats hybrid && decode hybrid
       pack hybrid ;;
+    hybrid-small)
+      # a Mamba-2 hybrid whose start fits beside other stages (Nemotron-Nano-9B-v2's geometry, bf16, 18 GiB): CUDA
+      # graphs, decode at 1-16 streams for the speed fit's hybrid; DEBUG for the V1 runner's CUDA-graph estimate
+      VLLM_LOGGING_LEVEL=DEBUG serve $KIT/models/nemotron-nano-9b-v2 hybrid-small --no-enforce-eager && decode hybrid-small
+      grep -hE "CUDA graph memory|Graph capturing finished|KV cache size|Maximum concurrency" \
+        /tmp/logs/serve-hybrid-small.log | cut -c1-220
+      bash benchmarks/gpu/stop_server.sh; pack hybrid-small ;;
     hybrid-sessions)
       sessions hybrid 3
       bash benchmarks/gpu/stop_server.sh; pack hybrid-sessions ;;
