@@ -84,6 +84,13 @@ def _heads(cfg: Config, layer: int) -> _Heads:
     return _Heads(q, kv, head_dim, int(_get(cfg, "v_head_dim", default=head_dim)))
 
 
+def query_head_counts(cfg: Config) -> tuple[int, ...]:
+    """The distinct query-head counts of the layers (a per-layer list where the config has one)."""
+    heads = cfg.get("num_attention_heads_per_layer") or cfg.get("num_attention_heads")
+    values = heads if isinstance(heads, list) else [heads]
+    return tuple(sorted({int(h) for h in values if isinstance(h, int) and h > 0}))
+
+
 def layer_kinds(cfg: Config) -> list[str]:
     """Per-layer attention kind: full, sliding or linear."""
     n = int(cfg["num_hidden_layers"])
@@ -356,6 +363,7 @@ def _spec(config: Config, cfg: Config, mtype: str, inferred: bool, name: str, so
         quantization=quantization,
         rope_cache_elements=rope_cache_elements(cfg),
         intermediate_size=int(cfg.get("intermediate_size") or 0),
+        attention_q_heads=query_head_counts(cfg),
         mamba_chunk_size=int(cfg.get("mamba_chunk_size") or cfg.get("chunk_size") or 0),
         source=source,
         notes=(inferred_note(mtype),) if inferred else (),

@@ -7,7 +7,10 @@ estimate it deducts from the KV cache.
   ``gpu_memory_utilization``.
 - **V1's deduction** (gpu_model_runner.py, ``profile_cudagraph_memory``): two graphs of each mode captured, the
   largest first capture of the modes plus each mode's further graphs at its second's cost; the modes and capture
-  sizes are vLLM's for the flags (-O level, -cc, capture sizes, speculation, LoRA).
+  sizes are vLLM's for the flags (-O level, -cc, capture sizes, speculation, LoRA). The first FULL capture holds
+  FlashAttention's split-KV buffers (``split_kv_workspace``); the other per-mode figures are constants measured on
+  gpt-oss-20b and Nemotron-Nano-9B-v2, and an FP8 MoE's per-graph figures are larger than they say
+  (docs/plan-calibration.md).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ HYBRID_CLASS_TYPES = frozenset({"jamba", "nemotron_h", "falcon_h1", "kimi_linear
 # -O levels' CUDA-graph mode (config/vllm.py, OPTIMIZATION_LEVEL_0x); vLLM's default level is 2
 OPT_LEVEL_CUDAGRAPH_MODE = {0: "NONE", 1: "PIECEWISE", 2: "FULL_AND_PIECEWISE", 3: "FULL_AND_PIECEWISE"}
 VLLM_COMPILE = 3  # CompilationMode.VLLM_COMPILE; piecewise graphs need it
+FA_SPLITS = 32  # AttentionConfig.flash_attn_max_num_splits_for_cuda_graph
+ATTENTION = ("full", "sliding", "chunked")
 
 
 def capture_sizes(shape: EngineShape, default_max: int | None = None) -> list[int]:
@@ -99,31 +104,55 @@ def v2_model_runner(spec: ModelSpec, shape: EngineShape) -> bool:
     return not v2_blockers(shape)
 
 
-def cudagraph_counts(spec: ModelSpec, shape: EngineShape) -> dict[str, int]:
-    """V1's graphs by mode (v1/cudagraph_dispatcher.py): PIECEWISE at every capture size, FULL (decode) at the sizes
-    from 1 + k to (1 + k) x max_num_seqs, each once per LoRA case; with speculation and FULL decode graphs the sizes
-    are first rounded up to multiples of 1 + k (config/compilation.py, adjust_cudagraph_sizes_for_spec_decode)."""
+def _graph_sizes(spec: ModelSpec, shape: EngineShape) -> tuple[str, list[int], int]:
+    """The mode, V1's capture sizes (rounded to multiples of 1 + k with speculation and FULL decode graphs:
+    config/compilation.py, adjust_cudagraph_sizes_for_spec_decode) and the query length 1 + k."""
     mode = cudagraph_mode(shape)
     if mode == "NONE":
-        return {}
+        return mode, [], 1
     sizes = capture_sizes(shape, 1024 if spec.model_type == "gpt_oss" and shape.max_cudagraph_capture_size is None
                           and shape.cudagraph_capture_sizes is None else None)  # fmt: skip
-    if not sizes:
-        return {}
     query = 1 + shape.num_speculative_tokens
-    if query > 1 and mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
+    if sizes and query > 1 and mode in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
         top = sizes[-1]
         rounded = {-(-s // query) * query for s in sizes}
         sizes = sorted(s for s in rounded if s <= top) or [query]
+    return mode, sizes, query
+
+
+def _full_sizes(mode: str, sizes: list[int], query: int, shape: EngineShape) -> list[int]:
+    if mode == "FULL":
+        return sizes
+    if mode in ("FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
+        return [s for s in sizes if query <= s <= query * shape.max_num_seqs]
+    return []
+
+
+def cudagraph_counts(spec: ModelSpec, shape: EngineShape) -> dict[str, int]:
+    """V1's graphs by mode (v1/cudagraph_dispatcher.py): PIECEWISE at every capture size, FULL (decode) at the sizes
+    from 1 + k to (1 + k) x max_num_seqs, each once per LoRA case."""
+    mode, sizes, query = _graph_sizes(spec, shape)
     cases = 2 if shape.lora else 1
-    counts = {}
+    counts = {"FULL": len(_full_sizes(mode, sizes, query, shape)) * cases}
     if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
         counts["PIECEWISE"] = len(sizes) * cases
-    if mode == "FULL":
-        counts["FULL"] = len(sizes) * cases
-    if mode in ("FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"):
-        counts["FULL"] = len([s for s in sizes if query <= s <= query * shape.max_num_seqs]) * cases
     return {m: n for m, n in counts.items() if n}
+
+
+def split_kv_workspace(spec: ModelSpec, shape: EngineShape) -> int:
+    """What FlashAttention's split-KV buffers add to the first FULL capture (v1/attention/backends/flash_attn.py: a
+    FULL graph passes ``flash_attn_max_num_splits_for_cuda_graph``, 32, so fp32 partial outputs of [32, heads,
+    tokens, head_dim] are allocated at the largest FULL size, one block per distinct query-head count). Not for
+    attention with sinks (gpt-oss: 2 MiB measured) nor MLA, whose backends are others."""
+    if spec.model_type == "gpt_oss" or any(layer.kind == "mla" for layer in spec.layers):
+        return 0
+    mode, sizes, query = _graph_sizes(spec, shape)
+    full = _full_sizes(mode, sizes, query, shape)
+    head_dim = max((layer.head_dim for layer in spec.layers if layer.kind in ATTENTION), default=0)
+    if not full or not head_dim:
+        return 0
+    heads = sum(max(1, h // shape.tp) for h in spec.attention_q_heads)
+    return FA_SPLITS * max(full) * heads * head_dim * 4
 
 
 def cudagraph_estimate(spec: ModelSpec, shape: EngineShape) -> int:
@@ -134,5 +163,6 @@ def cudagraph_estimate(spec: ModelSpec, shape: EngineShape) -> int:
     counts = cudagraph_counts(spec, shape)
     if not counts:
         return 0
-    modes = {"PIECEWISE": CUDAGRAPH_PIECEWISE, "FULL": CUDAGRAPH_FULL}
-    return max(modes[m][0] for m in counts) + sum(modes[m][1] * (n - 1) for m, n in counts.items())
+    first = {"PIECEWISE": CUDAGRAPH_PIECEWISE[0], "FULL": CUDAGRAPH_FULL[0] + split_kv_workspace(spec, shape)}
+    further = {"PIECEWISE": CUDAGRAPH_PIECEWISE[1], "FULL": CUDAGRAPH_FULL[1]}
+    return max(first[m] for m in counts) + sum(further[m] * (n - 1) for m, n in counts.items())

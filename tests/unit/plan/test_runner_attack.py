@@ -60,9 +60,18 @@ def vllm_capture_sizes(seqs: int, tokens: int, k: int = 0, *, max_size: int | No
     return sorted(set(out))
 
 
+def heads_x_dim(folder: str) -> int:
+    """The query heads times head_dim of a folder's attention (one per distinct head count), from its config.json:
+    FlashAttention's split-KV buffers in the first FULL capture (v1/attention/backends/flash_attn.py:396-401)."""
+    cfg = json.loads((MODELS / folder / "config.json").read_text())
+    heads = cfg.get("num_attention_heads_per_layer") or [cfg["num_attention_heads"]]
+    return sum(set(heads)) * int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+
+
 def vllm_v1_deduction(seqs: int = 1024, tokens: int = 8192, k: int = 0, *, mode: str = "FULL_AND_PIECEWISE",
-                      lora: bool = False, **size_kw: object) -> int:  # fmt: skip
-    """gpu_model_runner.py:6498-6638 over the dispatcher's keys (cudagraph_dispatcher.py:163-231)."""
+                      lora: bool = False, heads_dim: int = 32 * 128, **size_kw: object) -> int:  # fmt: skip
+    """gpu_model_runner.py:6498-6638 over the dispatcher's keys (cudagraph_dispatcher.py:163-231); ``heads_dim``
+    (Mixtral's by default; gpt-oss's sinks take none) sizes the FULL first capture's split-KV buffers."""
     if mode == "NONE":
         return 0
     sizes = vllm_capture_sizes(seqs, tokens, k, **size_kw)  # type: ignore[arg-type]
@@ -78,9 +87,12 @@ def vllm_v1_deduction(seqs: int = 1024, tokens: int = 8192, k: int = 0, *, mode:
         graphs["full"] = len(sizes) * cases
     if mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
         graphs["full"] = len([s for s in sizes if q <= s <= q * seqs]) * cases
-    per_mode = {"piecewise": CUDAGRAPH_PIECEWISE, "full": CUDAGRAPH_FULL}
+    full_sizes = [s for s in sizes if q <= s <= q * seqs] if mode != "FULL" else sizes
+    split = 32 * max(full_sizes, default=0) * (0 if size_kw.get("gpt_oss") else heads_dim) * 4
+    first = {"piecewise": CUDAGRAPH_PIECEWISE[0], "full": CUDAGRAPH_FULL[0] + split}
+    further = {"piecewise": CUDAGRAPH_PIECEWISE[1], "full": CUDAGRAPH_FULL[1]}
     live = {m: n for m, n in graphs.items() if n}
-    return max(per_mode[m][0] for m in live) + sum(per_mode[m][1] * (n - 1) for m, n in live.items())
+    return max(first[m] for m in live) + sum(further[m] * (n - 1) for m, n in live.items())
 
 
 def test_the_reference_matches_servelab_where_both_should_agree() -> None:
@@ -352,4 +364,4 @@ def test_capture_sizes_stop_at_max_num_batched_tokens(folder: str, tokens: int) 
 def test_hybrids_with_few_seqs(folder: str) -> None:
     """Hybrids default to FULL_AND_PIECEWISE too (models/config.py:545-604; mamba/GDN backends UNIFORM_BATCH), so the
     same FULL-count rule applies."""
-    assert graphs_planned(folder, "--max-num-seqs 8") == vllm_v1_deduction(seqs=8)
+    assert graphs_planned(folder, "--max-num-seqs 8") == vllm_v1_deduction(seqs=8, heads_dim=heads_x_dim(folder))
