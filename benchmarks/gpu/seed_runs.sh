@@ -53,7 +53,10 @@ sessions() {  # LABEL: the highest number of concurrent sessions whose warm turn
 }
 pack() {  # the engines' logs live in /tmp/logs (a server left up writes on past its stage)
   nvidia-smi >/tmp/w/nvidia-smi-$1.txt 2>&1; cp /tmp/logs/serve-*.log /tmp/w/ 2>/dev/null
-  cp /tmp/slhome/runs.sqlite /tmp/w/runs.sqlite 2>/dev/null
+  # the store is in WAL mode: a plain cp of runs.sqlite lost a killed sweep's points (2026-12-06); SQLite's backup
+  # copies what the write-ahead log holds too
+  python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+    /tmp/slhome/runs.sqlite /tmp/w/runs.sqlite 2>/dev/null
   tar czf "$OUT/$1.tgz" -C /tmp/w . && ls -la "$OUT"
 }
 
