@@ -1,6 +1,7 @@
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -113,3 +114,18 @@ def test_tests_run_with_an_isolated_home_and_store(isolated_home: Path, isolated
     assert servelab_home() == isolated_home and default_store_path() == isolated_store
     assert Path.home() / ".servelab" not in (isolated_home, isolated_store.parent)
     assert (isolated_home / "models").is_symlink()  # the converted model is shared, nothing else
+
+
+def test_a_copy_of_the_file_alone_keeps_every_stored_result(tmp_path: Path) -> None:
+    """The GPU host's packing copied runs.sqlite without its -wal and lost a killed sweep's points (2026-12-06):
+    a result and a finish are checkpointed into the file, so the file alone holds them while the store is open."""
+    store = RunStore(tmp_path / "runs.sqlite")
+    kept, finished = store.create_run("sweep", {}), store.create_run("bench", {})
+    store.put_result(kept, "sweep", 1, '{"points": [1, 2, 3]}')
+    store.finish_run(finished)
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(tmp_path / "runs.sqlite", copy)  # the store still open, its -wal left behind
+    with RunStore(copy) as read:
+        assert read.result(kept) == ("sweep", 1, '{"points": [1, 2, 3]}')
+        assert read.get_run(finished).status == "complete"
+    store.close()

@@ -93,7 +93,9 @@ class RunInfo:
 
 
 class RunStore:
-    """A SQLite file of runs. Each write commits at once, so a killed run keeps what it wrote."""
+    """A SQLite file of runs. Each write commits at once, so a killed run keeps what it wrote; a run's result and its
+    finish are also checkpointed from the write-ahead log into the file, so a copy of the file alone (without its
+    ``-wal``) holds every stored result."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
@@ -176,6 +178,11 @@ class RunStore:
             "INSERT OR REPLACE INTO results (run_id, kind, version, data) VALUES (?, ?, ?, ?)",
             (run_id, kind, version, data),
         )
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Best effort: a reader holding an old snapshot leaves the rest to the next checkpoint (PASSIVE)."""
+        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def reopen_run(self, run_id: str) -> None:
         """A run resumed (a sweep after an interrupt): running again, its finish and error cleared, what it stored
@@ -189,6 +196,7 @@ class RunStore:
             "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE run_id = ?",
             (status, time.time(), error, run_id),
         )
+        self._checkpoint()
 
     # -- reading -----------------------------------------------------------------------------
     def list_runs(self, limit: int | None = None) -> list[RunInfo]:
