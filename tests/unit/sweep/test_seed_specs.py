@@ -31,9 +31,11 @@ def test_each_point_of_the_seed_sweeps_is_planned_on_its_card(path: Path) -> Non
     assert low.kv_pool_bytes is not None and defaults.kv_pool_bytes is not None
     assert low.kv_pool_bytes < defaults.kv_pool_bytes  # 0.80 against the default 0.92
     # the same runner (V1); ngram's 4 speculative tokens round V1's capture sizes up to multiples of 5
-    # (config/compilation.py, adjust_cudagraph_sizes_for_spec_decode): 48 graphs of each mode, not 51, a little less
+    # (config/compilation.py, adjust_cudagraph_sizes_for_spec_decode): 48 graphs of each mode, not 51, and the largest
+    # FULL graph 510 tokens, not 512 (its split-KV buffers a little smaller), so a little less is deducted. vLLM kept
+    # 10% less KV with ngram on the H100 (docs/sweep.md, session 26): the proposer's profile is not modelled
     assert ngram.kv_tokens is not None and defaults.kv_tokens is not None
-    assert 0 <= ngram.kv_tokens - defaults.kv_tokens < 0.002 * defaults.kv_tokens
+    assert 0 <= ngram.kv_tokens - defaults.kv_tokens < 0.005 * defaults.kv_tokens
     assert four.kv_tokens is not None and defaults.kv_tokens is not None and four.kv_tokens >= defaults.kv_tokens
     assert all(p.context == 131072 for p in plans)
 
