@@ -269,7 +269,7 @@ if len(_sys.argv) >= 4 and _sys.argv[2].isdigit():
 """
 DEEP_ANSWER = """
 import __main__ as _server
-def _deep(value, other, depth=0):
+def _deep(value, other, *args, **kwargs):  # takes what encode takes
     deep = []
     for _ in range(500):
         deep = [deep]

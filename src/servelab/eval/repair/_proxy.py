@@ -4,7 +4,13 @@ request to the process that really imports the package (:mod:`._serve`), over tw
 The rules it keeps:
 - Only what a test hands to the package is sent: module and attribute names, arguments, keys, values set on
   an attribute. Comparing a result (``==``, ``<``, ``in``, ``approx``, ``pytest.raises``) happens here, on plain
-  data, and sends nothing: a handle compares equal only to a handle of the same remote object.
+  data, and sends nothing; the package's own ``__eq__``, ``__hash__`` or ``__contains__`` never decides one.
+- One :class:`Remote` per remote object (per link and handle number, for the link's life), so ``is`` and
+  ``id()`` say what they say of the package's objects. A handle of an object whose class compares by identity
+  (the package process says so with the handle: :func:`._serve.traits`) compares and hashes by identity, as plain
+  Python would. Any other handle is opaque: ``==``, ``!=`` or ``hash()`` with it, but against itself, raises
+  :class:`TypeError` in the test (the test fails), and so does ``in`` on a handle whose class has its own
+  ``__contains__``: only the package's code could answer, and it is not trusted to.
 - Every answer is decoded by :func:`._wire.decode`: plain data, a handle (:class:`Remote`), a class for a remote
   exception class, or the remote exception raised here as an instance of that class; anything else, a late
   answer, or one past ``timeout_s`` fails the test that asked and every later one (the link is then dead).
@@ -43,6 +49,7 @@ class Link:
         self.requests = 0  # sent so far (a test can see that comparing sent none)
         self.dead: str | None = None
         self.exceptions: dict[tuple[str, str], type[BaseException]] = {}
+        self.remotes: dict[int, Remote] = {}  # handle number -> its one stand-in
 
     def ask(self, request: dict[str, Any]) -> Any:
         if self.dead:
@@ -90,9 +97,18 @@ class Link:
     def _ref(self, tag: dict[str, Any]) -> Any:
         if tag["$"] == "exc_class":
             return self.exception_class(tag.get("mro"))
-        if type(tag.get("id")) is not int:
+        number = tag.get("id")
+        if type(number) is not int:
             raise WireError("a handle without a number")
-        return Remote(self, tag["id"], str(tag.get("name", "object"))[:200])
+        eq = str(tag["eq"]) if tag.get("eq") in ("identity", "identity-unhashable") else "own"
+        iterin = tag.get("in") == "iter"
+        remote = self.remotes.get(number)
+        if remote is None:
+            remote = self.remotes[number] = Remote(self, number, str(tag.get("name", "object"))[:200], eq, iterin)
+        elif (eq, iterin) != (object.__getattribute__(remote, "_eq"), object.__getattribute__(remote, "_in")):
+            object.__setattr__(remote, "_eq", "own")  # told two things of one object: the stricter holds
+            object.__setattr__(remote, "_in", False)
+        return remote
 
     def exception_class(self, mro: Any) -> type[BaseException]:
         """A class of this process for a remote exception class: the builtin it derives from, under the
@@ -144,14 +160,17 @@ def _send(link: Link, value: Any) -> Any:
 
 
 class Remote:
-    """An object of the package's process. Using it asks that process; comparing it sends nothing."""
+    """An object of the package's process. Using it asks that process; comparing it sends nothing, and it compares
+    as plain Python would only where that needs no code of the package (see the module's rules)."""
 
-    __slots__ = ("_id", "_link", "_name")
+    __slots__ = ("_eq", "_id", "_in", "_link", "_name")
 
-    def __init__(self, link: Link, number: int, name: str) -> None:
+    def __init__(self, link: Link, number: int, name: str, eq: str = "own", iterin: bool = False) -> None:
         object.__setattr__(self, "_link", link)
         object.__setattr__(self, "_id", number)
         object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_eq", eq)
+        object.__setattr__(self, "_in", iterin)
 
     def _ask(self, op: str, **fields: Any) -> Any:
         link: Link = object.__getattribute__(self, "_link")
@@ -185,20 +204,44 @@ class Remote:
         return self._ask("bool") is True
 
     def __contains__(self, item: Any) -> bool:
-        return any(item == x for x in self)
+        if not object.__getattribute__(self, "_in"):
+            raise TypeError(f"a test asked whether a value is in {self!r}, whose class has its own __contains__: "
+                            "only the package's code could answer, and grading does not trust it to")  # fmt: skip
+        return any(x is item or x == item for x in self)  # what Python does for a class without __contains__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Remote) and _key(self) == _key(other)
+        if other is self:
+            return True
+        if object.__getattribute__(self, "_eq") == "own":
+            raise TypeError(_opaque(self, other))
+        return NotImplemented  # as object.__eq__: the other side may answer, else identity (False)
+
+    def __ne__(self, other: object) -> bool:
+        if other is self:
+            return False
+        if object.__getattribute__(self, "_eq") == "own":
+            raise TypeError(_opaque(self, other))
+        return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(_key(self))
+        eq = object.__getattribute__(self, "_eq")
+        if eq != "identity":
+            raise TypeError(f"hash() of {self!r}: " + ("its class is unhashable" if eq != "own" else _OWN))
+        return object.__hash__(self)  # one Remote per remote object, held by its link: stable
 
     def __repr__(self) -> str:
         return f"<{object.__getattribute__(self, '_name')} of the package under test>"
 
 
-def _key(remote: Remote) -> tuple[int, int]:
-    return id(object.__getattribute__(remote, "_link")), object.__getattribute__(remote, "_id")
+_OWN = (
+    "its class compares by its own __eq__/__hash__, which run only in the package's process and are not trusted to "
+    "grade; compare plain values it gives (its attributes, what its methods return) instead"
+)
+
+
+def _opaque(remote: Remote, other: object) -> str:
+    what = repr(other) if isinstance(other, Remote) else f"a value of type {type(other).__name__}"
+    return f"the test compared {remote!r}, an opaque object of the package, with {what}: {_OWN}"
 
 
 class RemoteModule(types.ModuleType):

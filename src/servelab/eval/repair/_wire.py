@@ -2,11 +2,18 @@
 
 The rule this module keeps: :func:`decode` builds only ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``,
 ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, ``Decimal``, ``Fraction``, ``complex``, ``datetime``,
-``date``, ``time``, ``timedelta``, named tuples of classes it makes itself (from names only), what ``ref`` makes
-of a handle (a number naming an object that stays in the other process) and what ``exc_class`` makes of an
-exception class (a class of the receiver's own making). Nothing that comes out of it has an ``__eq__``,
+``date``, ``time``, ``timedelta``, ``collections.Counter``, ``collections.OrderedDict``, ``collections.defaultdict``
+(its factory one of :data:`FACTORIES`, by name), named tuples of classes it makes itself (from names only), what
+``ref`` makes of a handle (a number naming an object that stays in the other process) and what ``exc_class`` makes
+of an exception class (a class of the receiver's own making). Nothing that comes out of it has an ``__eq__``,
 ``__hash__`` or ``__repr__`` of the sender's making, whatever bytes the sender wrote: the sender may be the graded
-code itself. Only exact types are sent as values (a subclass of ``int`` goes as a handle), named tuples aside.
+code itself.
+
+What :func:`encode` sends as a value: those exact types, named tuples, and, with ``as_base`` (the package's own
+loop, honest), an instance of a subclass of one of them that behaves as its base type does (:func:`plain_base`:
+its class adds attributes of its own but changes none of the base's, a few reviewed ``enum`` ones aside), as the
+value of that base type, read with the base type's own methods. Anything else goes to ``other`` (a handle). A
+sender that lies here gains nothing: it could have sent the same plain value from honest code.
 
 Standard library only: inside the sandbox this source runs as part of a ``python -c`` program, not as a file.
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import enum
 import json
 from collections.abc import Callable
 from decimal import Decimal
@@ -30,9 +38,9 @@ _SCALARS = (bool, int, str)
 # values sent as text: tag -> (exact type, to text, from text)
 TEXT: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
     "bytes": (bytes, bytes.hex, bytes.fromhex),
-    "decimal": (Decimal, str, Decimal),
-    "fraction": (Fraction, str, Fraction),
-    "complex": (complex, repr, complex),
+    "decimal": (Decimal, Decimal.__str__, Decimal),
+    "fraction": (Fraction, Fraction.__str__, Fraction),
+    "complex": (complex, complex.__repr__, complex),
     "datetime": (dt.datetime, dt.datetime.isoformat, dt.datetime.fromisoformat),
     "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
     "time": (dt.time, dt.time.isoformat, dt.time.fromisoformat),
@@ -41,34 +49,127 @@ TEXT: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
 }  # fmt: skip
 _TAG_OF = {kind: tag for tag, (kind, _, _) in TEXT.items()}
 _NAMED: dict[tuple[str, tuple[str, ...]], type] = {}
+# dicts of the standard library sent as themselves: class -> tag (a Counter compares as a Counter, an OrderedDict
+# by order with another OrderedDict, a defaultdict fills a missing key; as a dict none of that would hold)
+_DICTS: dict[type, str] = {dict: "dict", collections.Counter: "Counter", collections.OrderedDict: "OrderedDict",
+                           collections.defaultdict: "defaultdict"}  # fmt: skip
+# a defaultdict's factory, by name: only these (classes of the receiver's own) travel
+FACTORIES: dict[str, type] = {k.__name__: k for k in (int, float, complex, str, bytes, bool, list, tuple, dict, set,
+                              frozenset, Decimal, Fraction, collections.Counter, collections.OrderedDict)}  # fmt: skip
+BASES: tuple[type, ...] = (*_SCALARS, float, list, tuple, set, frozenset, *_DICTS, *_TAG_OF)
+# what a subclass may define without changing how its instances behave as values: class bookkeeping, construction
+_INERT = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__",
+                    "__init__", "__new__", "__init_subclass__", "__class_getitem__", "__orig_bases__", "__parameters__",
+                    "__firstlineno__", "__static_attributes__", "__type_params__", "__abstractmethods__",
+                    "__subclasshook__", "__match_args__", "_abc_impl"})  # fmt: skip
+# what the enum module's classes define on a member: its repr, copying (a member copies as itself), pickling, dir()
+_ENUM_NAMES = frozenset(
+    {"__repr__", "__copy__", "__deepcopy__", "__reduce_ex__", "__dir__", "__init__", "__new__", "__new_member__"}
+)
+_ENUMS = tuple(getattr(enum, n) for n in ("Enum", "ReprEnum", "IntEnum", "StrEnum") if hasattr(enum, n))
 
 
 class WireError(ValueError):
     """A message that is not plain data as this module defines it."""
 
 
-def encode(value: Any, other: Callable[[Any], dict[str, Any]], depth: int = 0) -> Any:
-    """``value`` as JSON-ready plain data; ``other(v)`` says what to send for anything else (a handle, or raise)."""
+def encode(value: Any, other: Callable[[Any], dict[str, Any]], depth: int = 0, as_base: bool = False) -> Any:
+    """``value`` as JSON-ready plain data; ``other(v)`` says what to send for anything else (a handle, or raise).
+    With ``as_base``, an instance of a subclass of a plain type that :func:`plain_base` accepts goes as its base."""
     if depth > MAX_DEPTH:
         raise WireError("nested too deep")
     kind = type(value)
-    if value is None or kind in _SCALARS:
+    if value is None or kind is bool:
         return value
-    if kind is float:
-        return value if value == value and abs(value) != float("inf") else {"$": "float", "v": repr(value)}
-    if kind is list:
-        return [encode(v, other, depth + 1) for v in value]
-    if kind in (tuple, set, frozenset):
-        return {"$": kind.__name__, "v": [encode(v, other, depth + 1) for v in value]}
-    if kind is dict:
-        pairs = [[encode(k, other, depth + 1), encode(v, other, depth + 1)] for k, v in value.items()]
-        return {"$": "dict", "v": pairs}
-    if kind in _TAG_OF:
-        return {"$": _TAG_OF[kind], "v": TEXT[_TAG_OF[kind]][1](value)}
-    if isinstance(value, tuple) and _named_fields(kind) is not None:
-        items = [encode(v, other, depth + 1) for v in tuple.__iter__(value)]
+    if kind not in BASES and isinstance(value, tuple) and _named_fields(kind) is not None:
+        items = [encode(v, other, depth + 1, as_base) for v in tuple.__iter__(value)]
         return {"$": "namedtuple", "name": kind.__name__, "fields": list(kind._fields), "v": items}
-    return other(value)
+    base = kind if kind in BASES else plain_base(value) if as_base else None
+    if base is None or (base is collections.defaultdict and _factory(value) is False):
+        return other(value)
+    return _as(base, value, other, depth, as_base)
+
+
+def _as(base: type, value: Any, other: Callable[[Any], dict[str, Any]], depth: int, as_base: bool) -> Any:
+    """``value`` (an instance of ``base`` or of a subclass :func:`plain_base` accepts) as plain data, read with
+    ``base``'s own methods, never one of its class's."""
+
+    def inner(item: Any) -> Any:
+        return encode(item, other, depth + 1, as_base)
+
+    if base is int:
+        return int.__index__(value)
+    if base is str:
+        return str.__str__(value)
+    if base is float:
+        number = float.__float__(value)
+        return number if number == number and abs(number) != float("inf") else {"$": "float", "v": repr(number)}
+    if base is list:
+        return [inner(v) for v in list.__iter__(value)]
+    if base in (tuple, set, frozenset):
+        return {"$": base.__name__, "v": [inner(v) for v in base.__iter__(value)]}
+    if base in _DICTS:
+        items = collections.OrderedDict.items if base is collections.OrderedDict else dict.items
+        tagged: dict[str, Any] = {"$": _DICTS[base], "v": [[inner(k), inner(v)] for k, v in items(value)]}
+        if base is collections.defaultdict:
+            tagged["factory"] = _factory(value)
+        return tagged
+    tag = _TAG_OF[base]
+    return {"$": tag, "v": TEXT[tag][1](value)}
+
+
+def _factory(value: Any) -> str | bool | None:
+    """The name of a defaultdict's factory, None for none, False for one that is not in :data:`FACTORIES`."""
+    made = vars(collections.defaultdict)["default_factory"].__get__(value)
+    if made is None:
+        return None
+    return next((name for name, kind in FACTORIES.items() if kind is made), False)
+
+
+def lookup(kind: type, name: str) -> Any:
+    """What ``kind``'s instances get for the special method ``name``: the first entry in its MRO, None if none."""
+    for k in kind.__mro__:
+        if name in vars(k):
+            return vars(k)[name]
+    return None
+
+
+def plain_base(value: Any) -> type | None:
+    """The plain type of :data:`BASES` that ``value``, an instance of a subclass of it, behaves exactly as, or None.
+
+    It does when every attribute its class resolves otherwise than the base is bookkeeping or construction
+    (``_INERT``), a name the base has not and that is no special method (the test then gets AttributeError: it
+    fails, it never passes), or one of the reviewed ``enum`` names (a member of an ``IntEnum`` or a ``StrEnum`` is
+    its value; only its repr differs); and its own ``__dict__`` hides none of the base's attributes. A class that
+    defines ``__eq__``, ``__hash__``, ``__len__``, ``__iter__``, ``__missing__``, ``__repr__``, ``keys`` or any other
+    of the base's behaviour is not plain: its instance goes as a handle, and the test process never lets its
+    methods decide a comparison."""
+    kind = type(value)
+    base = next((k for k in kind.__mro__ if k in BASES), None)
+    if base is None:
+        return None
+    for k in kind.__mro__:
+        if k in base.__mro__:
+            continue
+        for name in vars(k):
+            owner = next(c for c in kind.__mro__ if name in vars(c))
+            if owner in base.__mro__ or name in _INERT or vars(owner)[name] is lookup(base, name):
+                continue
+            if owner in _ENUMS and (name in _ENUM_NAMES or _same_text(base, name, vars(owner)[name])):
+                continue
+            if not (name.startswith("__") and name.endswith("__")) and not hasattr(base, name):
+                continue
+            return None
+    own = getattr(value, "__dict__", None)
+    if own is not None and (type(own) is not dict or any(type(n) is not str or hasattr(base, n) for n in own)):
+        return None
+    return base
+
+
+def _same_text(base: type, name: str, method: Any) -> bool:
+    """Whether ``method`` as ``__str__`` gives the base's text: the base's repr where its str is its repr (an
+    ``IntEnum``'s str is ``int.__repr__``)."""
+    return name == "__str__" and method is lookup(base, "__repr__") and lookup(base, "__str__") is object.__str__
 
 
 def _named_fields(kind: type) -> tuple[str, ...] | None:
@@ -99,15 +200,16 @@ def _tagged(data: dict[str, Any], ref: Callable[[dict[str, Any]], Any], depth: i
     tag = data["$"]
     raw: Any = data.get("v")
     try:
-        if tag in ("tuple", "set", "frozenset", "dict") and type(raw) is not list:
+        if tag in ("tuple", "set", "frozenset", *_DICT_TAGS) and type(raw) is not list:
             raise WireError(f"{tag} without items")
         if tag == "tuple":
             return tuple(decode(v, ref, depth + 1) for v in raw)
         if tag in ("set", "frozenset"):
             items = (decode(v, ref, depth + 1) for v in raw)
             return set(items) if tag == "set" else frozenset(items)
-        if tag == "dict":
-            return {decode(k, ref, depth + 1): decode(v, ref, depth + 1) for k, v in (_pair(p) for p in raw)}
+        if tag in _DICT_TAGS:
+            return _dict(tag, [(decode(k, ref, depth + 1), decode(v, ref, depth + 1)) for k, v in map(_pair, raw)],
+                         data.get("factory"))  # fmt: skip
         if (tag in TEXT or tag == "float") and (type(raw) is not str or len(raw) > MAX_TEXT):
             raise WireError(f"{tag} without its text")
         if tag in TEXT:
@@ -123,6 +225,23 @@ def _tagged(data: dict[str, Any], ref: Callable[[dict[str, Any]], Any], depth: i
     if tag in ("ref", "exc_class"):
         return ref(data)
     raise WireError(f"unknown tag {tag[:40]!r}")
+
+
+_DICT_TAGS = tuple(_DICTS.values())
+
+
+def _dict(tag: str, pairs: list[tuple[Any, Any]], factory: Any) -> dict[Any, Any]:
+    """The receiver's own dict, Counter, OrderedDict or defaultdict (with a factory of :data:`FACTORIES`)."""
+    if tag == "OrderedDict":
+        return collections.OrderedDict(pairs)
+    plain = dict(pairs)
+    if tag == "Counter":
+        return collections.Counter(plain)
+    if tag == "defaultdict":
+        if factory is not None and (type(factory) is not str or factory not in FACTORIES):
+            raise WireError("a defaultdict whose factory is not a plain type")
+        return collections.defaultdict(FACTORIES[factory] if factory else None, plain)
+    return plain
 
 
 def _named(name: Any, fields: Any) -> type:
