@@ -40,7 +40,11 @@ scalars = (
     | st.decimals(allow_nan=False, allow_infinity=False)
     | st.fractions()
     | st.complex_numbers(allow_nan=False)
-    | st.datetimes(timezones=st.none() | st.timezones())
+    # fixed offsets: a zone's datetime crosses as its offset, and PEP 495 makes one in a fold or gap unequal to
+    # every datetime of another zone, so "unchanged" is checked where equality means the same instant
+    | st.datetimes(
+        timezones=st.none() | st.builds(dt.timezone, st.timedeltas(dt.timedelta(hours=-23), dt.timedelta(hours=23)))
+    )
     | st.dates()
     | st.times()
     | st.timedeltas()
@@ -204,9 +208,13 @@ def test_comparing_a_result_sends_nothing_to_the_package(link: Link) -> None:
     box = shop.Box(5)
     assert isinstance(box, Remote) and box.get() == 5
     sent = link.requests
-    # Box compares by identity (object's __eq__), as plain Python says without asking it: equal only to itself
-    assert box != 5 and box != shop.ZERO and box == box and hash(box) == hash(box) and "Box" in repr(box)
+    # a handle is equal to itself; nothing else is answered, though Box compares by identity: only the package could
+    # say so, and what it says of its classes is not trusted
+    assert box == box and (box != box) is False and "Box" in repr(box)
     assert shop.ZERO is shop.ZERO and box is not shop.ZERO  # one stand-in per object of the package
+    for compare in (lambda: box != 5, lambda: box == shop.ZERO, lambda: hash(box)):
+        with pytest.raises(TypeError, match="package"):
+            compare()
     assert link.requests == sent + 4  # the four getattrs of ZERO
     # Point has its own __eq__ (a dataclass): only the package's code could compare it, so no comparison answers
     one, other = shop.Point(1), shop.Point(1)

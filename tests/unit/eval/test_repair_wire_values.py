@@ -308,8 +308,12 @@ def test_results_of_standard_subclasses_compare_as_in_plain_python(shop: Any) ->
     assert shop.ordered() == {"a": 2, "b": 1} and shop.ordered() != OrderedDict([("a", 2), ("b", 1)])
     assert shop.Color.RED == 1 and type(shop.Color.RED) is int and shop.Mode.FAST == "fast"
     assert shop.Number(3) == 3 and type(shop.Number(3)) is int and shop.Number(3) in {3}
-    assert shop.Plain.A is shop.Plain.A and shop.Plain.A == shop.Plain.A and shop.Plain.A != shop.Plain.B
-    assert len({shop.Plain.A, shop.Plain.B, shop.Plain.A}) == 2  # an Enum compares by identity: no package code
+    # an Enum member is a handle: equal to itself, and nothing else is answered, though its class compares by
+    # identity (what the package says of its classes is not trusted: the loop that says it may be rewritten)
+    assert shop.Plain.A is shop.Plain.A and shop.Plain.A == shop.Plain.A and shop.Plain.A is not shop.Plain.B
+    for check in (lambda: shop.Plain.A != shop.Plain.B, lambda: len({shop.Plain.A, shop.Plain.B})):
+        with pytest.raises(TypeError, match="package"):
+            check()
 
 
 def test_a_handle_with_its_own_equality_is_never_compared(shop: Any) -> None:
@@ -331,24 +335,21 @@ def test_one_stand_in_per_object_of_the_package(shop: Any) -> None:
     assert shop.Cart() is not shop.Cart()
 
 
-def test_in_goes_through_the_items_only_where_python_would(shop: Any) -> None:
-    assert "a" in shop.Shelf() and "z" not in shop.Shelf()
-    with pytest.raises(TypeError, match="__contains__"):
-        _ = "z" in shop.Yes()
+def test_in_on_a_handle_is_never_answered(shop: Any) -> None:
+    """Only the package could say whether its class has its own ``__contains__``: ``in`` on any handle fails."""
+    assert list(shop.Shelf()) == ["a", "b"]  # iterating a handle asks for its items: plain data
+    for container in (shop.Shelf(), shop.Yes()):
+        with pytest.raises(TypeError, match="__contains__"):
+            _ = "z" in container
 
 
-def test_what_the_package_says_of_a_handle_cannot_loosen_it() -> None:
+def test_what_the_package_says_of_a_handle_is_not_read() -> None:
+    """A rewritten loop may claim any class compares by identity (the original attack: a dataclass's equal tickets
+    counted as different): every handle is opaque whatever its tag says, one stand-in per number."""
     link = Link(-1, -1, 1.0)
-    strict = link._ref({"$": "ref", "id": 7, "eq": "own"})
-    assert link._ref({"$": "ref", "id": 7, "eq": "identity", "in": "iter"}) is strict
-    with pytest.raises(TypeError):
-        _ = strict == 1
-    loose = link._ref({"$": "ref", "id": 8, "eq": "identity"})
-    assert loose != 1 and hash(loose) == hash(loose)
-    assert link._ref({"$": "ref", "id": 8, "eq": "no such thing"}) is loose  # told two things: the stricter holds
-    with pytest.raises(TypeError):
-        hash(loose)
-    unhashable = link._ref({"$": "ref", "id": 9, "eq": "identity-unhashable"})
-    assert unhashable != 1
-    with pytest.raises(TypeError, match="unhashable"):
-        hash(unhashable)
+    for number, tag in enumerate([{"eq": "own"}, {"eq": "identity", "in": "iter"}, {"eq": "identity-unhashable"}, {}]):
+        handle = link._ref({"$": "ref", "id": number, **tag})
+        assert link._ref({"$": "ref", "id": number, "eq": "identity"}) is handle and handle == handle
+        for check in (operator.eq, operator.ne, lambda h, _: hash(h), lambda h, v: v in h):
+            with pytest.raises(TypeError, match="package"):
+                check(handle, 1)

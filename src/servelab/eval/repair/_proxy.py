@@ -6,11 +6,11 @@ The rules it keeps:
   an attribute. Comparing a result (``==``, ``<``, ``in``, ``approx``, ``pytest.raises``) happens here, on plain
   data, and sends nothing; the package's own ``__eq__``, ``__hash__`` or ``__contains__`` never decides one.
 - One :class:`Remote` per remote object (per link and handle number, for the link's life), so ``is`` and
-  ``id()`` say what they say of the package's objects. A handle of an object whose class compares by identity
-  (the package process says so with the handle: :func:`._serve.traits`) compares and hashes by identity, as plain
-  Python would. Any other handle is opaque: ``==``, ``!=`` or ``hash()`` with it, but against itself, raises
-  :class:`TypeError` in the test (the test fails), and so does ``in`` on a handle whose class has its own
-  ``__contains__``: only the package's code could answer, and it is not trusted to.
+  ``id()`` say what they say of the package's objects. A handle is opaque: ``==`` or ``!=`` with anything but
+  itself, ``hash()`` and ``in`` raise :class:`TypeError` in the test (the test fails). Only the package's code
+  could answer them, and what the package says of its own classes (the traits its loop sends with a handle) is
+  not trusted: its loop may be rewritten, so a class with its own ``__eq__`` could be passed off as one that
+  compares by identity.
 - Every answer is decoded by :func:`._wire.decode`: plain data, a handle (:class:`Remote`), a class for a remote
   exception class, or the remote exception raised here as an instance of that class; anything else, a late
   answer, or one past ``timeout_s`` fails the test that asked and every later one (the link is then dead).
@@ -100,14 +100,9 @@ class Link:
         number = tag.get("id")
         if type(number) is not int:
             raise WireError("a handle without a number")
-        eq = str(tag["eq"]) if tag.get("eq") in ("identity", "identity-unhashable") else "own"
-        iterin = tag.get("in") == "iter"
-        remote = self.remotes.get(number)
+        remote = self.remotes.get(number)  # the traits a handle comes with are the package's word: not read
         if remote is None:
-            remote = self.remotes[number] = Remote(self, number, str(tag.get("name", "object"))[:200], eq, iterin)
-        elif (eq, iterin) != (object.__getattribute__(remote, "_eq"), object.__getattribute__(remote, "_in")):
-            object.__setattr__(remote, "_eq", "own")  # told two things of one object: the stricter holds
-            object.__setattr__(remote, "_in", False)
+            remote = self.remotes[number] = Remote(self, number, str(tag.get("name", "object"))[:200])
         return remote
 
     def exception_class(self, mro: Any) -> type[BaseException]:
@@ -163,14 +158,12 @@ class Remote:
     """An object of the package's process. Using it asks that process; comparing it sends nothing, and it compares
     as plain Python would only where that needs no code of the package (see the module's rules)."""
 
-    __slots__ = ("_eq", "_id", "_in", "_link", "_name")
+    __slots__ = ("_id", "_link", "_name")
 
-    def __init__(self, link: Link, number: int, name: str, eq: str = "own", iterin: bool = False) -> None:
+    def __init__(self, link: Link, number: int, name: str) -> None:
         object.__setattr__(self, "_link", link)
         object.__setattr__(self, "_id", number)
         object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_eq", eq)
-        object.__setattr__(self, "_in", iterin)
 
     def _ask(self, op: str, **fields: Any) -> Any:
         link: Link = object.__getattribute__(self, "_link")
@@ -204,38 +197,28 @@ class Remote:
         return self._ask("bool") is True
 
     def __contains__(self, item: Any) -> bool:
-        if not object.__getattribute__(self, "_in"):
-            raise TypeError(f"a test asked whether a value is in {self!r}, whose class has its own __contains__: "
-                            "only the package's code could answer, and grading does not trust it to")  # fmt: skip
-        return any(x is item or x == item for x in self)  # what Python does for a class without __contains__
+        raise TypeError(f"a test asked whether a value is in {self!r}: {_OWN}")
 
     def __eq__(self, other: object) -> bool:
         if other is self:
             return True
-        if object.__getattribute__(self, "_eq") == "own":
-            raise TypeError(_opaque(self, other))
-        return NotImplemented  # as object.__eq__: the other side may answer, else identity (False)
+        raise TypeError(_opaque(self, other))
 
     def __ne__(self, other: object) -> bool:
         if other is self:
             return False
-        if object.__getattribute__(self, "_eq") == "own":
-            raise TypeError(_opaque(self, other))
-        return NotImplemented
+        raise TypeError(_opaque(self, other))
 
     def __hash__(self) -> int:
-        eq = object.__getattribute__(self, "_eq")
-        if eq != "identity":
-            raise TypeError(f"hash() of {self!r}: " + ("its class is unhashable" if eq != "own" else _OWN))
-        return object.__hash__(self)  # one Remote per remote object, held by its link: stable
+        raise TypeError(f"hash() of {self!r}: {_OWN}")
 
     def __repr__(self) -> str:
         return f"<{object.__getattribute__(self, '_name')} of the package under test>"
 
 
 _OWN = (
-    "its class compares by its own __eq__/__hash__, which run only in the package's process and are not trusted to "
-    "grade; compare plain values it gives (its attributes, what its methods return) instead"
+    "only the package's own code (its __eq__, __hash__, __contains__) could answer, and it is not trusted to grade: "
+    "compare plain values the object gives (its attributes, what its methods return), or use `is`"
 )
 
 

@@ -2,7 +2,7 @@
 imports the graded package (or the task's reference) from ROOT and answers the test process's requests, one JSON
 line each way on the two pipes IN and OUT: import a module, get or set an attribute, call, index, list, len,
 bool. Objects stay here; the test process gets plain data (:mod:`._wire`) or a numbered handle: one number per
-object (the same object, the same number), with what the object's class says of how plain Python would compare it.
+object (the same object, the same number).
 An instance of a subclass of a plain type that behaves as its base type goes as that base type's value
 (``encode(..., as_base=True)``: a ``Counter`` as a Counter, an ``IntEnum`` member as its int).
 
@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads, lookup  # servelab: inlined
+from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
 
 MAX_ITEMS = 100_000  # items one "list" request may return
 
@@ -42,26 +42,13 @@ class Objects:
             number = self.index[id(value)] = len(self.items)
             self.items.append(value)
         name = getattr(value, "__qualname__", None) or type(value).__qualname__
-        return {"$": "ref", "id": number, "name": str(name)[:200], **traits(type(value))}
+        return {"$": "ref", "id": number, "name": str(name)[:200]}
 
     def resolve(self, tag: dict[str, Any]) -> Any:
         number = tag.get("id")
         if tag.get("$") != "ref" or type(number) is not int or not 0 <= number < len(self.items):
             raise WireError("not a handle this process gave")
         return self.items[number]
-
-
-def traits(kind: type) -> dict[str, Any]:
-    """What plain Python would do with ``==`` and ``in`` on an instance of ``kind`` without asking the instance:
-    ``eq`` is "identity" where neither ``__eq__`` nor ``__ne__`` is any but ``object``'s (equal only to itself),
-    "identity-unhashable" where ``__hash__`` is None as well, "own" otherwise (the class decides: the test process
-    refuses to compare); ``in`` is "iter" where the class has no ``__contains__`` (``in`` goes through its items).
-    A package that lies here gains nothing: an object of a class that does compare by identity gets the same."""
-    eq = "own"
-    if lookup(kind, "__eq__") is object.__eq__ and lookup(kind, "__ne__") is object.__ne__:
-        eq = "identity" if lookup(kind, "__hash__") is not None else "identity-unhashable"
-    contains = any("__contains__" in vars(k) for k in kind.__mro__)
-    return {"eq": eq, "in": "own" if contains else "iter"}
 
 
 def lineage(cls: type) -> list[list[str]]:
