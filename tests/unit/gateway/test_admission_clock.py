@@ -20,7 +20,7 @@ from tests.fixtures.prompt_strategies import TEXT
 
 DIRECTIVES = ["%-m", "%m", "%d", "%-d", "%e", "%a", "%A", "%b", "%B", "%c", "%x", "%X", "%Y", "%y", "%H", "%-H",
               "%I", "%p", "%M", "%S", "%j", "%-j", "%U", "%W", "%s", "%G", "%V", "%%", "%Z", "%z", "%10B"]  # fmt: skip
-FORMATS = st.lists(st.one_of(st.sampled_from(DIRECTIVES), st.text("ab :-/,é", max_size=3)), max_size=5).map("".join)
+FORMATS = st.lists(st.one_of(st.sampled_from(DIRECTIVES), st.text("ab :-/,é%5E_", max_size=3)), max_size=5).map("".join)
 DATES = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 12, 31))
 CHATML_CLOCK = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }} {{ strftime_now(fmt) }}\n{{ message['content'] }}"
@@ -59,10 +59,14 @@ def tokenizer(model_folder: Path) -> Any:
     return TokenCounter.from_folder(model_folder).tokenizer
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(fmt=FORMATS, moment=DATES)
 def test_a_formats_widest_output_is_never_below_any_dates(fmt: str, moment: datetime) -> None:
-    assert max_bytes(fmt) >= len(moment.strftime(fmt).encode())
+    try:
+        widest = max_bytes(fmt)
+    except Uncountable:
+        return  # a format not printed directive by directive, or padded too wide: the request is long
+    assert widest >= len(moment.strftime(fmt).encode())
 
 
 def test_the_widest_output_is_widest_in_each_directive() -> None:

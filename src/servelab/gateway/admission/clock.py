@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import secrets
 from datetime import date, datetime, timedelta
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from servelab.gateway.admission.errors import Uncountable
@@ -26,6 +26,7 @@ from servelab.gateway.admission.errors import Uncountable
 REFERENCE = datetime(2023, 9, 27, 23, 59, 59, 999999)  # the date whose text stands in for the output
 OPEN, CLOSE = "\ufdd0", "\ufdd1"  # Unicode noncharacters
 DIRECTIVE = re.compile(r"%[-_0^#]*\d*[EO]?.|%$|[^%]+", re.DOTALL)
+WIDE = re.compile(r"%[-_0^#]*\d{3}")
 
 
 class Span(NamedTuple):
@@ -57,7 +58,7 @@ class Clock:
         pieces, spans, at, length = [], [], 0, 0
         for match in self.MARK.finditer(text):
             fmt = self.formats[int(match.group(1))]
-            plain, output = text[at : match.start()], REFERENCE.strftime(fmt)
+            plain, output = text[at : match.start()], _strftime(REFERENCE, fmt)
             pieces += [plain, output]
             length += len(plain)
             spans.append(Span(length, length + len(output), max_bytes(fmt)))
@@ -74,16 +75,31 @@ def extra_bytes(spans: tuple[Span, ...], text: str) -> int:
     return sum(span.widest - len(text[span.start : span.end].encode()) for span in spans)
 
 
-@cache
+def _strftime(moment: datetime, fmt: str) -> str:
+    try:
+        return moment.strftime(fmt)
+    except (ValueError, OverflowError):
+        raise Uncountable("strftime_now was given a format it cannot print") from None
+
+
+@lru_cache(maxsize=4096)
 def max_bytes(fmt: str) -> int:
-    """The most UTF-8 bytes ``datetime.strftime(fmt)`` prints on any date (a bound: directive by directive)."""
-    return sum(_directive_bytes(piece) for piece in DIRECTIVE.findall(fmt))
+    """The most UTF-8 bytes ``datetime.strftime(fmt)`` prints on any date (a bound: directive by directive, where
+    the C library prints the format as its directives side by side, checked on a few dates). A directive padded
+    past 99 characters is :class:`Uncountable` (the walk over dates would cost too much)."""
+    pieces = DIRECTIVE.findall(fmt)
+    for moment in _moments()[::997]:
+        if "".join(_strftime(moment, piece) for piece in pieces) != _strftime(moment, fmt):
+            raise Uncountable("strftime_now was given a format the C library does not print directive by directive")
+    return sum(_directive_bytes(piece) for piece in pieces)
 
 
-@cache
+@lru_cache(maxsize=4096)
 def _directive_bytes(piece: str) -> int:
     if not piece.startswith("%"):
         return len(piece.encode("utf-8", "surrogatepass"))
+    if WIDE.match(piece):
+        raise Uncountable("strftime_now was given a directive padded past 99 characters")
     widest = 0
     for moment in _moments():
         try:
