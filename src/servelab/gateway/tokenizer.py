@@ -2,10 +2,12 @@
 
 Rule: a folder named in the config must load (else the gateway does not start: a count the user asked for is
 never silently replaced); with none named, the folder the engine reports as its model's ``root`` in /v1/models
-is used when it is on this host and loads; otherwise the engine's own /tokenize counts (never a guess)."""
+is used when it is on this host and loads; otherwise the engine's own /tokenize counts (never a guess). A folder
+loads off the event loop (with transformers, the engine's own tokenizer takes seconds to build)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -21,14 +23,14 @@ async def load_counter(local: Upstream, client: HttpClient) -> tuple[TokenCounte
     """The counter, and whether that is settled (False: the engine did not answer /v1/models yet; ask again)."""
     if local.tokenizer:
         try:
-            return TokenCounter.from_folder(Path(local.tokenizer).expanduser()), True
+            return await asyncio.to_thread(TokenCounter.from_folder, Path(local.tokenizer).expanduser()), True
         except Exception as exc:  # any failure to load the folder the user named stops the start
             raise UsageError(f"local.tokenizer {local.tokenizer}: cannot load it: {exc}") from None
     answered, folder = await _served_root(client)
     if folder is None:
         return None, answered
     try:
-        return TokenCounter.from_folder(folder), True
+        return await asyncio.to_thread(TokenCounter.from_folder, folder), True
     except Exception as exc:  # a folder we only guessed at: the engine's /tokenize counts instead
         print(f"servelab gateway: {folder} did not load ({exc}); counting with the engine's /tokenize",
               file=sys.stderr)  # fmt: skip

@@ -2,9 +2,14 @@
 endpoint prefills, never below the engine's count.
 
 Invariant (the figure is never below what the engine counts):
-- The text counted is a superset of what the engine renders: the chat rendered in both of vLLM's content
-  formats (the larger count is taken: whichever format the engine picks, it is covered), every field the
-  template is handed, the request's ``chat_template_kwargs``; ``response_format`` and ``suffix`` are added on top.
+- The tokenizer is the one the engine builds, and the template variables are the ones it hands the template
+  (:mod:`.folder`); the request's fields reach the template as the engine's request model validates them
+  (:mod:`.request`).
+- The text counted is a superset of what the engine renders: the chat rendered by every template the engine may
+  pick for the request (:class:`TemplateSet`; with and without its tools where ``tool_choice`` is ``"none"``), in
+  both of vLLM's content formats (the larger count is taken: whichever the engine picks, it is covered), every field
+  the template is handed, the request's ``chat_template_kwargs``; ``response_format`` and ``suffix`` are added on
+  top. A ``strftime_now`` output is counted at its widest on any date (:mod:`.clock`, :mod:`.regions`).
 - A *bound* is used only for a tokenizer whose every token covers at least one UTF-8 byte of the (normalized) text
   (a byte-level BPE: :attr:`TokenCounter.byte_bound`), as bytes plus the special tokens the tokenizer adds; any
   other tokenizer is always counted exactly.
@@ -22,14 +27,17 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from servelab.gateway.admission.clock import extra_bytes
 from servelab.gateway.admission.errors import Uncountable
 from servelab.gateway.admission.fields import check_fields
+from servelab.gateway.admission.folder import load
 from servelab.gateway.admission.messages import conversation, has_reasoning_content
-from servelab.gateway.admission.template import ChatTemplate, TemplateError
+from servelab.gateway.admission.regions import AddedTokens, clocked_tokens
+from servelab.gateway.admission.request import context, tool_variants
+from servelab.gateway.admission.template import ChatTemplate, Rendered, TemplateSet
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 MAX_FAN_OUT = 1 << 20
-SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 
 
 class Count(NamedTuple):
@@ -37,35 +45,42 @@ class Count(NamedTuple):
     method: str  # "bound" (bytes, under bound_max), "exact" (the tokenizer), "ids" (token ids given)
 
 
-class TokenCounter:
-    """The local engine's tokenizer (``tokenizers``) and chat template, loaded from its model folder."""
+class Choice(NamedTuple):
+    """One template the engine may render the chat with, its kwargs and the tools it would hand it."""
 
-    def __init__(self, tokenizer: Any, template: ChatTemplate | None) -> None:
-        self.tokenizer, self.template = tokenizer, template
+    template: ChatTemplate
+    kwargs: dict[str, Any]
+    tools: list[dict[str, Any]] | None
+
+    def context(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What the template is handed besides the messages (built only where it is read)."""
+        return context(body, self.kwargs, self.tools)
+
+
+class TokenCounter:
+    """The local engine's tokenizer (``tokenizers``) and chat templates, loaded from its model folder."""
+
+    def __init__(self, tokenizer: Any, templates: ChatTemplate | TemplateSet | None) -> None:
+        if isinstance(templates, ChatTemplate):
+            templates = TemplateSet({"default": templates})
+        self.tokenizer, self.templates = tokenizer, templates
+        self.template = templates.default if templates is not None else None  # the one a request without tools gets
         spec = _spec(tokenizer)  # the tokenizer's JSON, read once
         self.byte_bound = _is_byte_level(spec)
+        self.prefix_space = bool(_prefix_space(spec))
         # what the post-processor adds, and a prefix space: tokens a text of no bytes can still make
-        self.added = len(tokenizer.encode("", add_special_tokens=True).ids) + _prefix_space(spec)
+        self.added = len(tokenizer.encode("", add_special_tokens=True).ids) + self.prefix_space
         self.longest = _longest_token_bytes(tokenizer) if self.byte_bound else 1
         self.plain = self.byte_bound and tokenizer.normalizer is None  # bytes of the text are bytes of what is split
-        self.developer_role = template is not None and (
-            '"developer"' in template.source or "'developer'" in template.source
-        )
+        self.added_tokens = AddedTokens(tokenizer)
 
     @classmethod
     def from_folder(cls, folder: Path) -> TokenCounter:
-        """From a Hugging Face model folder: tokenizer.json, the template in chat_template.jinja or
-        tokenizer_config.json. A folder without tokenizer.json, or whose special tokens two files name differently,
-        is an error (the caller falls back to the engine's own count)."""
-        from tokenizers import Tokenizer
-
-        path = folder / "tokenizer.json"
-        if not path.is_file():
-            raise TemplateError(f"{folder} has no tokenizer.json")
-        config = _read_json(folder / "tokenizer_config.json")
-        source = _template_source(folder, config)
-        special = _special_tokens(folder, config)
-        return cls(Tokenizer.from_file(str(path)), ChatTemplate(source, special) if source else None)
+        """From a Hugging Face model folder, as the engine reads it (:func:`.folder.load`); a folder the engine's
+        tokenizer or templates cannot be read from as the engine reads them is a :class:`TemplateError` (the caller
+        falls back to the engine's own count)."""
+        loaded = load(folder)
+        return cls(loaded.tokenizer, loaded.templates)
 
     # ---- the two endpoints -------------------------------------------------------------------------------
     def count(self, path: str, body: dict[str, Any], bound_max: int, long_at: int | None = None) -> Count:
@@ -73,26 +88,29 @@ class TokenCounter:
         when even the fewest tokens its bytes can make (``bytes / longest token``) are over ``long_at`` (the
         request is long either way: no exact count is spent on it); else the exact count. Times the fan-out. A
         chat's renders are alternatives (the largest counts); the other texts all count."""
-        variables = self.template.variables if self.template is not None else frozenset()
-        kwargs = check_fields(path == CHAT, body, variables)
-        if path == CHAT and (quick := self._affine(body, kwargs, bound_max, long_at)) is not None:
-            return quick
-        renders, texts, ids = self._chat(body, kwargs) if path == CHAT else self._completion(body)
+        if path == CHAT:
+            choices = self._choices(body)
+            if (quick := self._affine(body, choices, bound_max, long_at)) is not None:
+                return quick
+            renders, texts, ids = self._renders(body, choices), _extra_texts(body, ("response_format",)), 0
+        else:
+            check_fields(False, body, frozenset())
+            renders, texts, ids = [], *self._completion(body)
         times = fan_out(body)
         if self.byte_bound:
-            text_bytes = max(map(self._bound, renders), default=0) + sum(map(self._bound, texts))
+            text_bytes = max(map(self._bound_render, renders), default=0) + sum(map(self._bound, texts))
             if self._settles(ids, text_bytes, times, bound_max, long_at):
                 return Count((ids + text_bytes) * times, "bound")
-        exact = ids + max(map(self._exact, renders), default=0) + sum(map(self._exact, texts))
+        exact = ids + max(map(self._exact_render, renders), default=0) + sum(map(self._exact, texts))
         return Count(exact * times, "exact" if renders or texts else "ids")
 
     def prompt_ids(self, path: str, body: dict[str, Any]) -> list[int]:
-        """The token ids of the prompt ``body`` puts on the engine (a chat: its first render; a completions batch:
-        its first prompt), for a recorded trace's block hashes; :class:`Uncountable` where the count would be."""
-        variables = self.template.variables if self.template is not None else frozenset()
-        kwargs = check_fields(path == CHAT, body, variables)
+        """The token ids of the prompt ``body`` puts on the engine (a chat: its first render, each clock output at
+        the reference date; a completions batch: its first prompt), for a recorded trace's block hashes;
+        :class:`Uncountable` where the count would be."""
         if path == CHAT:
-            return self._ids(self._chat(body, kwargs)[0][0])
+            return self._ids(self._renders(body, self._choices(body))[0].text)
+        check_fields(False, body, frozenset())
         prompt: Any = body.get("prompt")
         first: Any = prompt[0] if isinstance(prompt, list) and prompt and not _is_id(prompt[0]) else prompt
         texts, _ = prompts(first)  # refused when of no known form
@@ -101,19 +119,34 @@ class TokenCounter:
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer.encode_batch_fast([text], add_special_tokens=True)[0].ids)
 
-    def _affine(
-        self, body: dict[str, Any], kwargs: dict[str, Any], bound_max: int, long_at: int | None
-    ) -> Count | None:
-        """The byte bound of a chat from the template's affine bound (:mod:`.affine`), no render, where it decides:
+    def _choices(self, body: dict[str, Any]) -> list[Choice]:
+        """Every template the engine may render this chat with (:meth:`TemplateSet.pick`, for each set of tools it
+        may hand it), each with its context; the fields are checked against each template's variables."""
+        if self.templates is None:
+            check_fields(True, body, frozenset())
+            raise Uncountable("the model folder has no chat template")
+        choices = []
+        for tools in tool_variants(body):
+            for template in self.templates.pick(tools is not None):
+                choices.append(Choice(template, check_fields(True, body, template.variables), tools))
+        return choices
+
+    def _affine(self, body: dict[str, Any], choices: list[Choice], bound_max: int, long_at: int | None) -> Count | None:
+        """The byte bound of a chat from each template's affine bound (:mod:`.affine`), no render, where it decides:
         at most ``bound_max``, or long past ``long_at`` by its fewest tokens; else None (render and count)."""
-        template = self.template
-        if template is None or template.affine is None or not self.plain or has_reasoning_content(body.get("messages")):
+        if not self.plain or has_reasoning_content(body.get("messages")):
             return None
-        messages = conversation(body.get("messages"), False, self.developer_role)
-        context = {**template.special, **_context(body, kwargs)} if template.affine.reads_names else {}
-        rendered = template.affine.bytes(messages, context)
-        if rendered is None:
-            return None
+        rendered = 0
+        for choice in choices:
+            template = choice.template
+            if template.affine is None:
+                return None
+            messages = conversation(body.get("messages"), False, template.developer_role)
+            names = {**template.special, **choice.context(body)} if template.affine.reads_names else {}
+            size = template.affine.bytes(messages, names)
+            if size is None:
+                return None
+            rendered = max(rendered, size)
         text_bytes = rendered + self.added + sum(self._bound(t) for t in _extra_texts(body, ("response_format",)))
         times = fan_out(body)
         return Count(text_bytes * times, "bound") if self._settles(0, text_bytes, times, bound_max, long_at) else None
@@ -125,28 +158,24 @@ class TokenCounter:
             return True
         return long_at is not None and (ids + text_bytes // self.longest) * times > long_at
 
-    def _chat(self, body: dict[str, Any], kwargs: dict[str, Any]) -> tuple[list[str], list[str], int]:
-        if self.template is None:
-            raise Uncountable("the model folder has no chat template")
-        return self._renders(body, kwargs), _extra_texts(body, ("response_format",)), 0
-
-    def _renders(self, body: dict[str, Any], kwargs: dict[str, Any]) -> list[str]:
-        """The chat rendered in each content format the engine may choose (one where the template never walks a
-        message's parts), and, where an assistant message carries ``reasoning_content``, as engines that read it and
-        engines that do not; any one failing is :class:`Uncountable` (the engine may render that one)."""
-        assert self.template is not None
-        context = _context(body, kwargs)
-        formats = (False, True) if self.template.may_iterate_content else (False,)
+    def _renders(self, body: dict[str, Any], choices: list[Choice]) -> list[Rendered]:
+        """The chat rendered by each template it may get, in each content format the engine may choose (one where
+        the template never walks a message's parts), and, where an assistant message carries
+        ``reasoning_content``, as engines that read it and engines that do not; any one failing is
+        :class:`Uncountable` (the engine may render that one)."""
         variants = (False, True) if has_reasoning_content(body.get("messages")) else (False,)
         renders = []
-        for openai_format, reasoning_content in itertools.product(formats, variants):
-            messages = conversation(body.get("messages"), openai_format, self.developer_role, reasoning_content)
-            renders.append(self.template.render({**context, "messages": messages}))
+        for choice in choices:
+            template, context_ = choice.template, choice.context(body)
+            formats = (False, True) if template.may_iterate_content else (False,)
+            for openai_format, reasoning_content in itertools.product(formats, variants):
+                messages = conversation(body.get("messages"), openai_format, template.developer_role, reasoning_content)
+                renders.append(template.render_spans({**context_, "messages": messages}))
         return renders
 
-    def _completion(self, body: dict[str, Any]) -> tuple[list[str], list[str], int]:
+    def _completion(self, body: dict[str, Any]) -> tuple[list[str], int]:
         texts, ids = prompts(body.get("prompt"))
-        return [], [*texts, *_extra_texts(body, ("suffix",))], ids
+        return [*texts, *_extra_texts(body, ("suffix",))], ids
 
     # ---- one text ----------------------------------------------------------------------------------------
     def _bound(self, text: str) -> int:
@@ -154,8 +183,23 @@ class TokenCounter:
         normalized = normalizer.normalize_str(text) if normalizer is not None else text
         return len(normalized.encode("utf-8", "surrogatepass")) + self.added
 
+    def _bound_render(self, rendered: Rendered) -> int:
+        """A render's byte bound, each clock output at its widest (a tokenizer without a normalizer only: one
+        could widen what the clock prints)."""
+        if rendered.clock and not self.plain:
+            raise Uncountable("strftime_now's output on another date has no bound with this tokenizer")
+        return self._bound(rendered.text) + extra_bytes(rendered.clock, rendered.text)
+
     def _exact(self, text: str) -> int:
         return len(self.tokenizer.encode_batch_fast([text], add_special_tokens=True)[0].ids)  # no offsets kept
+
+    def _exact_render(self, rendered: Rendered) -> int:
+        """A render's exact count; one with clock outputs: exact away from them, bytes near them (:mod:`.regions`)."""
+        if not rendered.clock:
+            return self._exact(rendered.text)
+        if not self.plain:
+            raise Uncountable("strftime_now's output on another date has no bound with this tokenizer")
+        return clocked_tokens(self.tokenizer, self.added_tokens, rendered.text, rendered.clock, self.prefix_space)
 
 
 SPLITTERS = frozenset({"Split", "Digits", "Punctuation", "Whitespace", "WhitespaceSplit"})  # cut, never add
@@ -194,32 +238,6 @@ def _longest_token_bytes(tokenizer: Any) -> int:
 def _max_added_bytes(tokenizer: Any) -> int:
     added = tokenizer.get_added_tokens_decoder().values()
     return max((len(t.content.encode()) for t in added), default=1)
-
-
-def _context(body: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What the template is handed besides the messages: the request's own fields over its template kwargs (as the
-    engine merges them: a field the request sets is never overridden by a kwarg)."""
-    return {
-        **kwargs,
-        "tools": _tools(body.get("tools")),
-        "documents": body.get("documents"),
-        "add_generation_prompt": body.get("add_generation_prompt", True),
-        "continue_final_message": body.get("continue_final_message", False),
-    }
-
-
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    """Tools as the engine dumps them (its model fills the optional keys with null; extra keys kept)."""
-    if not tools:
-        return None
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise Uncountable("tools is not a list of objects")
-    out = []
-    for tool in tools:
-        function = tool.get("function")
-        function = {"description": None, "parameters": None, **function} if isinstance(function, dict) else function
-        out.append({"type": "function", **tool, "function": function})
-    return out
 
 
 def prompts(prompt: Any) -> tuple[list[str], int]:
@@ -266,39 +284,3 @@ def _number(value: Any) -> int:
     if not math.isfinite(number) or number > MAX_FAN_OUT:
         raise Uncountable("n/best_of is too large")
     return max(1, math.ceil(number))
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _special_tokens(folder: Path, config: dict[str, Any]) -> dict[str, str]:
-    """The special-token strings a template is handed (``bos_token``, ...): from tokenizer_config.json, and
-    special_tokens_map.json where it names them too. Loaders merge the two by rules of their own, so a folder whose
-    two files disagree is not counted in process (:class:`TemplateError`)."""
-    mapped = _read_json(folder / "special_tokens_map.json")
-    special = {name: _token_text(config.get(name)) for name in SPECIAL_NAMES if config.get(name)}
-    for name in SPECIAL_NAMES:
-        other = _token_text(mapped.get(name)) if mapped.get(name) else None
-        if other is not None and special.setdefault(name, other) != other:
-            raise TemplateError(f"{folder}: {name} is {special[name]!r} in one file and {other!r} in another")
-    return special
-
-
-def _template_source(folder: Path, config: dict[str, Any]) -> str | None:
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text()
-    template = config.get("chat_template")
-    if isinstance(template, list):  # named templates: the default one
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
-        template = named.get("default")
-    return template if isinstance(template, str) else None
-
-
-def _token_text(value: Any) -> str:
-    return str(value.get("content", "")) if isinstance(value, dict) else str(value)

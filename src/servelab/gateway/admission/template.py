@@ -1,17 +1,21 @@
 """The model's own chat template, rendered in process the way Hugging Face's ``apply_chat_template`` renders it
 (the renderer vLLM calls): a sandboxed, immutable Jinja environment with ``trim_blocks`` and ``lstrip_blocks``,
 loop controls, ``{% generation %}`` blocks, the ``tojson`` filter that does not escape HTML or non-ASCII, and
-the globals ``raise_exception`` and ``strftime_now`` (at the widest date). A template that raises, that prints
-anything but a string, number, boolean or None, or that cannot compile, makes the request uncountable (the caller
-then treats it as long): it never falls back to a guess."""
+the globals ``raise_exception`` and ``strftime_now`` (whose outputs are counted at their widest on any date:
+:mod:`.clock`; a template that does more with them than print them does not load). A template that raises, that
+prints anything but a string, number, boolean or None, or that cannot compile, makes the request uncountable (the
+caller then treats it as long): it never falls back to a guess.
+
+A model folder may hold several named templates (:class:`TemplateSet`); the engine picks one per request as
+transformers' ``get_chat_template`` does, and so does the count."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from servelab.gateway.admission.affine import compile_bound
+from servelab.gateway.admission.clock import Clock, Span, check_printed
 from servelab.gateway.admission.errors import Uncountable
 
 
@@ -28,13 +32,9 @@ def _raise(message: str) -> None:
     raise Uncountable(f"the chat template refused the conversation: {message}")
 
 
-WIDEST = datetime(2023, 9, 27, 23, 59, 59, 999999)  # a Wednesday in September, two-digit day and hour: longest names
-
-
-def _now(fmt: str) -> str:
-    """``strftime_now`` at the widest date, not now: the engine renders at its own moment, and a count made today
-    must not fall short of a render made on another day (a longer month or weekday name)."""
-    return WIDEST.strftime(fmt)
+def _no_clock(fmt: Any) -> str:
+    """The global ``strftime_now`` is never called: each render hands the template a :class:`Clock` of its own."""
+    raise Uncountable("strftime_now was called outside a render")
 
 
 PLAIN = (str, int, float, bool, type(None))
@@ -79,12 +79,17 @@ class ChatTemplate:
         )
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise
-        env.globals["strftime_now"] = _now
+        env.globals["strftime_now"] = _no_clock
         try:
             self._template = env.from_string(source)
         except TemplateSyntaxError as exc:
             raise TemplateError(f"the chat template does not compile: {exc}") from None
+        from jinja2 import nodes
+
+        if not check_printed(nodes, env.parse(source)):
+            raise TemplateError("the chat template does more with strftime_now's value than print it")
         self.source = source
+        self.developer_role = '"developer"' in source or "'developer'" in source
         self.special = special  # bos_token, eos_token, ...: in the template's context as HF passes them
         self.may_iterate_content = _may_iterate_content(env, source)
         self.variables = _variables(env, source)
@@ -92,13 +97,52 @@ class ChatTemplate:
 
     def render(self, context: dict[str, Any]) -> str:
         """The template applied to ``context`` (messages, tools, documents, add_generation_prompt, the request's
-        chat_template_kwargs). Any failure inside the template is :class:`Uncountable`."""
+        chat_template_kwargs), each ``strftime_now`` output at the reference date. Any failure inside the template
+        is :class:`Uncountable`."""
+        return self.render_spans(context).text
+
+    def render_spans(self, context: dict[str, Any]) -> Rendered:
+        """:meth:`render`, with where each ``strftime_now`` output lies and its widest on any date."""
+        clock = Clock()
         try:
-            return str(self._template.render(**{**self.special, **context}))
+            text = str(self._template.render(**{**self.special, **context, "strftime_now": clock}))
         except Uncountable:
             raise
         except Exception as exc:  # a template is code: whatever it raises, the count cannot be made
             raise Uncountable(f"the chat template failed on this request: {type(exc).__name__}: {exc}") from None
+        return Rendered(*clock.resolve(text))
+
+
+class Rendered(NamedTuple):
+    text: str  # the prompt, each strftime_now output at the reference date
+    clock: tuple[Span, ...]  # where those outputs lie, in order
+
+
+class TemplateSet:
+    """A folder's chat templates by name, as transformers holds them (a folder's one template is ``default``).
+
+    Rule (transformers' ``get_chat_template(None, tools)``, which vLLM's ``resolve_chat_template`` calls with the
+    request's tools): ``tool_use`` when the request passes tools (a list, even an empty one) and the folder names
+    one, else ``default``; a folder with neither makes the request :class:`Uncountable` (vLLM then falls back to a
+    template of its own). ``processor``: the template of a legacy chat_template.json, which vLLM prefers (through
+    the processor) for a request without tools: such a request is counted with both, the larger kept."""
+
+    def __init__(self, named: dict[str, ChatTemplate], processor: ChatTemplate | None = None) -> None:
+        self.named, self.processor = named, processor
+
+    @property
+    def default(self) -> ChatTemplate | None:
+        return self.named.get("default")
+
+    def pick(self, tools: bool) -> list[ChatTemplate]:
+        """The templates the engine may render for a request with (or without) tools."""
+        if tools and "tool_use" in self.named:
+            return [self.named["tool_use"]]
+        if "default" not in self.named:
+            raise Uncountable("the folder's chat templates have no default: the engine picks one of its own")
+        if tools or self.processor is None:
+            return [self.named["default"]]
+        return [self.processor, self.named["default"]]
 
 
 def _variables(env: Any, source: str) -> frozenset[str]:
