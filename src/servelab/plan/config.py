@@ -85,10 +85,16 @@ def _heads(cfg: Config, layer: int) -> _Heads:
 
 
 def query_head_counts(cfg: Config) -> tuple[int, ...]:
-    """The distinct query-head counts of the layers (a per-layer list where the config has one)."""
+    """The layers' query-head counts that exceed every earlier layer's, in layer order (one count where the config
+    has no per-layer list): a buffer sized by a layer's heads is cut from a freed larger one, and allocated anew only
+    when a layer needs more than any before it."""
     heads = cfg.get("num_attention_heads_per_layer") or cfg.get("num_attention_heads")
     values = heads if isinstance(heads, list) else [heads]
-    return tuple(sorted({int(h) for h in values if isinstance(h, int) and h > 0}))
+    records: list[int] = []
+    for h in values:
+        if isinstance(h, int) and h > max(records, default=0):
+            records.append(h)
+    return tuple(records)
 
 
 def layer_kinds(cfg: Config) -> list[str]:

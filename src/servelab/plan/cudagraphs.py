@@ -142,7 +142,8 @@ def cudagraph_counts(spec: ModelSpec, shape: EngineShape) -> dict[str, int]:
 def split_kv_workspace(spec: ModelSpec, shape: EngineShape) -> int:
     """What FlashAttention's split-KV buffers add to the first FULL capture (v1/attention/backends/flash_attn.py: a
     FULL graph passes ``flash_attn_max_num_splits_for_cuda_graph``, 32, so fp32 partial outputs of [32, heads,
-    tokens, head_dim] are allocated at the largest FULL size, one block per distinct query-head count). Not for
+    tokens, head_dim] are allocated at the largest FULL size: a block for the first layer's heads, and a new one
+    for each layer with more heads than any before it, a freed larger block serving the smaller ones). Not for
     attention with sinks (gpt-oss: 2 MiB measured) nor MLA, whose backends are others."""
     if spec.model_type == "gpt_oss" or any(layer.kind == "mla" for layer in spec.layers):
         return 0

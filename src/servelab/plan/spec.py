@@ -108,7 +108,7 @@ class ModelSpec:
     quantization: QuantScheme | None = None  # the checkpoint's own, from quantization_config
     rope_cache_elements: int = 0  # vLLM's cos/sin cache: positions x rotary dim, in the model dtype
     intermediate_size: int = 0  # the dense MLP's (activation model)
-    attention_q_heads: tuple[int, ...] = ()  # the attention layers' distinct query-head counts (CUDA-graph workspace)
+    attention_q_heads: tuple[int, ...] = ()  # query-head counts past every earlier layer's (CUDA-graph workspace)
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servelab.plan import compare_with, engine_request, make_plan, read_reported, resolve_model
+from servelab.plan.config import query_head_counts
 from servelab.plan.cudagraphs import CUDAGRAPH_FULL, split_kv_workspace
 from servelab.plan.engine_shape import EngineShape
 from tests.unit.plan.graphs_planned import graphs_planned, h100_request
@@ -84,3 +85,13 @@ def test_the_buffers_grow_with_the_largest_full_graph_and_only_lower_kv(seqs: in
         assert work > 0 and work % (32 * 4 * head_dim * sum(spec.attention_q_heads)) == 0
         assert work <= 32 * largest * sum(spec.attention_q_heads) * head_dim * 4
         assert total >= work + CUDAGRAPH_FULL[0]
+
+
+@pytest.mark.parametrize(("heads", "blocks"), [(40, (40,)), ([48, 72, 72, 72, 48, 72], (48, 72)), ([72, 48, 48], (72,)),
+                                               ([0, 8, 0, 16, 12, 32], (8, 16, 32))])  # fmt: skip
+def test_a_block_for_each_layer_with_more_heads_than_any_before(heads: object, blocks: tuple[int, ...]) -> None:
+    """The caching allocator cuts a smaller buffer from a freed larger one: only a new high needs a new block."""
+    config: dict[str, object] = {"num_attention_heads": heads}
+    if not isinstance(heads, int):
+        config = {"num_attention_heads": 8, "num_attention_heads_per_layer": heads}
+    assert query_head_counts(config) == blocks

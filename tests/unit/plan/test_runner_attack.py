@@ -61,11 +61,13 @@ def vllm_capture_sizes(seqs: int, tokens: int, k: int = 0, *, max_size: int | No
 
 
 def heads_x_dim(folder: str) -> int:
-    """The query heads times head_dim of a folder's attention (one per distinct head count), from its config.json:
-    FlashAttention's split-KV buffers in the first FULL capture (v1/attention/backends/flash_attn.py:396-401)."""
+    """The query heads times head_dim of a folder's attention (a block for each layer with more heads than any
+    before it), from its config.json: FlashAttention's split-KV buffers in the first FULL capture
+    (v1/attention/backends/flash_attn.py:396-401)."""
     cfg = json.loads((MODELS / folder / "config.json").read_text())
     heads = cfg.get("num_attention_heads_per_layer") or [cfg["num_attention_heads"]]
-    return sum(set(heads)) * int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    records = [h for i, h in enumerate(heads) if h > max(heads[:i], default=0)]
+    return sum(records) * int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
 
 
 def vllm_v1_deduction(seqs: int = 1024, tokens: int = 8192, k: int = 0, *, mode: str = "FULL_AND_PIECEWISE",
