@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,8 @@ import pytest
 
 from servelab.gateway.admission import CHAT, COMPLETIONS, TokenCounter
 from servelab.gateway.estimate import Admission
+from tests.fixtures.vllm_truth import engine_count
+from tests.unit.gateway.model_folders import copy_folder, edit_config
 
 LONG_AT, LONG_FIGURE = 8000, 16001
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "admission_templates"
@@ -40,48 +41,13 @@ TOOLS_TEMPLATE = (TEMPLATES / "tools.jinja").read_text()
 
 
 # ---- the engine's count, in process -------------------------------------------------------------------------
-class _Config:
-    enable_prompt_embeds = False
-
-
-class _Parser:
-    model_config = _Config()
-
-    def mm_placeholder_storage(self) -> dict[str, Any]:
-        return {}
-
-
-class _Tracker:
-    def create_parser(self, mm_processor_kwargs: Any = None) -> _Parser:
-        return _Parser()
-
-
 def _engine_chat(folder: Path, body: dict[str, Any]) -> int:
-    """vLLM 0.32's chat path (renderers.hf.safe_apply_chat_template and render_messages), the template resolved as
-    vLLM resolves it (``resolve_chat_template``: with tools, the tokenizer's ``get_chat_template(None, tools)``)."""
+    """vLLM 0.32's chat path (tests/fixtures/vllm_truth.py), with the folder's tokenizer loaded afresh."""
     pytest.importorskip("vllm")
     from transformers import AutoTokenizer
-    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-    from vllm.renderers import chat_utils, hf
 
-    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    request = ChatCompletionRequest.model_validate(json.loads(json.dumps(body)))
-    tools = None if request.tools is None else [t.model_dump() for t in request.tools]
-    template = tok.get_chat_template(None, tools=tools)  # resolve_chat_template's 3rd priority (no processor here)
-    content_format = hf._detect_content_format(template, default="string")
-    conversation: list[Any] = []
-    for message in request.messages:
-        conversation.extend(chat_utils._parse_chat_message_content(message, _Tracker(), content_format, False))
-    chat_utils._postprocess_messages(conversation)
-    if any(m["role"] == "developer" for m in conversation) and not hf._detect_developer_role_support(template):
-        conversation = hf._consolidate_system_messages(hf._convert_developer_to_system(conversation))
-    kwargs = dict(request.build_chat_params(None, "auto").get_apply_chat_template_kwargs())
-    kwargs.pop("chat_template", None)
-    kwargs.pop("return_dict", None)
-    resolved = hf.resolve_chat_template_kwargs(tok, template, kwargs)
-    text = tok.apply_chat_template(conversation=conversation, tools=tools, chat_template=template, tokenize=False,
-                                   **resolved)  # fmt: skip
-    return len(tok(text, add_special_tokens=bool(request.add_special_tokens))["input_ids"])
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    return engine_count(folder, json.loads(json.dumps(body)), tokenizer)
 
 
 def _engine_completion(folder: Path, body: dict[str, Any]) -> int:
@@ -104,21 +70,7 @@ async def _never(body: dict[str, Any]) -> int | None:
     raise AssertionError("counted in process")
 
 
-def _folder(base: Path, source: Path, name: str) -> Path:
-    """A model folder: the embedded model's tokenizer files (no weights), changed by the test."""
-    folder = base / name
-    folder.mkdir()
-    for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json"):
-        if (source / file).exists():
-            shutil.copy(source / file, folder / file)
-    return folder
-
-
-def _edit_config(folder: Path, **changes: Any) -> None:
-    path = folder / "tokenizer_config.json"
-    config = json.loads(path.read_text())
-    config.update(changes)
-    path.write_text(json.dumps(config))
+_folder, _edit_config = copy_folder, edit_config
 
 
 def _assert_not_below(figure: Any, truth: int) -> None:

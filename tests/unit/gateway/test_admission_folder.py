@@ -8,7 +8,6 @@ count in process (tests/fixtures/vllm_truth.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from servelab.gateway.admission import CHAT, COMPLETIONS, TemplateError, TokenCo
 from servelab.gateway.admission import folder as folder_module
 from servelab.gateway.admission.request import context, dump_tools
 from tests.fixtures.prompt_strategies import MESSAGE, TEXT
+from tests.unit.gateway.model_folders import copy_folder, edit_config
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "admission_templates"
 TOOLS_TEMPLATE = (TEMPLATES / "tools.jinja").read_text()
@@ -34,20 +34,7 @@ TOOL = st.fixed_dictionaries(
 )  # fmt: skip
 
 
-def _copy(base: Path, source: Path, name: str) -> Path:
-    folder = base / name
-    folder.mkdir()
-    for file in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "config.json"):
-        if (source / file).exists():
-            shutil.copy(source / file, folder / file)
-    return folder
-
-
-def _edit(folder: Path, **changes: Any) -> None:
-    path = folder / "tokenizer_config.json"
-    config = json.loads(path.read_text())
-    config.update(changes)
-    path.write_text(json.dumps(config))
+_copy, _edit = copy_folder, edit_config
 
 
 @pytest.fixture()
