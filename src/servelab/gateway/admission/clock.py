@@ -9,7 +9,8 @@ bound counts each output at that maximum; the exact count bounds the tokens near
 (:mod:`.regions`).
 
 That holds only where the output is printed as text. A template that does anything else with it (compares it,
-filters it, slices it, passes it to a macro) could branch on the date, so :func:`check_printed` refuses it at load:
+filters it, slices it, passes it to a macro, prints it where the template can read it back) could branch on the
+date, so :func:`check_printed` refuses it at load:
 the value of ``strftime_now(...)``, and of any name set from it, may only be printed (alone, joined with ``+`` or
 ``~``, or in a branch of an inline ``if``), stored into another such name, or tested with ``is defined``."""
 
@@ -182,10 +183,15 @@ def _sink(nodes: Any, node: Any, parents: tuple[Any, ...]) -> bool | str:
 
 
 def _printed_into(nodes: Any, parents: tuple[Any, ...]) -> bool | str:
-    """Printed text goes to the prompt, or into a ``{% set x %}`` block (then ``x`` holds the clock's value)."""
+    """Printed text goes to the prompt, or into a ``{% set x %}`` block (then ``x`` holds the clock's value). An
+    allow-list: the output may sit only under the template, ``if`` branches and loops that are not recursive. Any
+    other enclosing node can hand the printed text back to the template (a block read again through ``self``, a
+    recursive loop's ``loop(...)``, a macro, a call or filter block), so it is refused."""
     for parent in reversed(parents):
-        if isinstance(parent, nodes.Macro | nodes.CallBlock | nodes.FilterBlock):
-            return False
         if isinstance(parent, nodes.AssignBlock):
             return str(parent.target.name) if isinstance(parent.target, nodes.Name) and parent.filter is None else False
+        if isinstance(parent, nodes.For) and not parent.recursive:
+            continue
+        if not isinstance(parent, nodes.Template | nodes.If | nodes.Output):
+            return False
     return True

@@ -34,7 +34,34 @@ def conversation(
     caller counts both variants when a message carries it)."""
     if not isinstance(messages, list):
         raise Uncountable("messages is not a list")
-    return [_message(m, openai_format, developer_role, reasoning_content) for m in messages]
+    out = [_message(m, openai_format, developer_role, reasoning_content) for m in messages]
+    if not developer_role and any(isinstance(m, dict) and m.get("role") == "developer" for m in messages):
+        out = _consolidated(out)
+    return out
+
+
+def _consolidated(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """vLLM's step after a developer message became a system one (renderers/hf.py, _consolidate_system_messages):
+    where a system message is not first, or there are several, every system message's text (a list's text parts
+    joined by a newline) is merged, by a blank line, into one system message put first."""
+    texts: list[str] = []
+    rest: list[dict[str, Any]] = []
+    merge = False
+    for i, message in enumerate(messages):
+        if message["role"] != "system":
+            rest.append(message)
+            continue
+        merge = merge or i > 0 or bool(texts)
+        content = message.get("content", "")
+        if isinstance(content, list):
+            parts = [p["text"] if isinstance(p, dict) else p for p in content
+                     if (isinstance(p, dict) and "text" in p) or isinstance(p, str)]  # fmt: skip
+            if not all(isinstance(p, str) for p in parts):
+                raise Uncountable("a system message's text part is not a string")
+            content = "\n".join(parts)
+        if content:
+            texts.append(content)
+    return [{"role": "system", "content": "\n\n".join(texts)}, *rest] if merge else messages
 
 
 def has_reasoning_content(messages: Any) -> bool:
