@@ -11,11 +11,15 @@ on the run's clock (``perf_counter``), so the playback model and the statistics 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -33,6 +37,8 @@ from servelab.coexist.audio_stream import (
 from servelab.coexist.playback import Chunk, Utterance
 from servelab.core.errors import UsageError
 from servelab.load.arrivals import OpenLoop
+
+ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class Probe(Protocol):
@@ -60,6 +66,14 @@ class WorkerSpec:
     fps: int = 25
     green_sms: int = 0
     env: dict[str, str] = field(default_factory=dict)  # e.g. CUDA_MPS_ACTIVE_THREAD_PERCENTAGE for the probe
+
+    def environment(self) -> dict[str, str]:
+        """The worker's environment: this process's, then one BLAS/OpenMP thread for the CPU stand-in, then the
+        spec's own. A decoder stepping one token at a time has nothing worth splitting, and a pool's hand-offs wait
+        behind whatever else the cores run (CI once saw the stand-in, with OpenBLAS's pool of two, give nothing for
+        126 s beside the embedded engine); with one thread its progress needs only its own share of a core."""
+        one = {name: "1" for name in ONE_THREAD} if self.device == "cpu" else {}
+        return {**os.environ, **one, **self.env}
 
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "servelab.coexist.worker", "--device", self.device, "--mode", self.mode]
@@ -90,12 +104,16 @@ class WorkerProbe:
         if spec.mode == "frames":
             self.kind += "-frames"
         self._proc: asyncio.subprocess.Process | None = None
+        self._stack: str | None = None  # where the worker writes its stack when asked (SIGUSR1)
 
     async def start(self) -> dict[str, Any]:
-        env = {**os.environ, **self.spec.env}
+        handle, self._stack = tempfile.mkstemp(prefix="servelab-probe-", suffix=".stack")
+        os.close(handle)
+        argv = [*self.spec.argv(), "--stack-file", self._stack]
         self._proc = await asyncio.create_subprocess_exec(
-            *self.spec.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 24
-        )
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=self.spec.environment(),
+            limit=1 << 24,
+        )  # fmt: skip
         line = await asyncio.wait_for(self._line(), self.ready_timeout)
         if "ready" not in line:
             raise UsageError(f"the {self.kind} probe did not start: {line}")
@@ -129,8 +147,24 @@ class WorkerProbe:
             return await asyncio.wait_for(self._line(), limit)
         except TimeoutError:
             assert self._proc is not None
-            self._proc.kill()
-            raise UsageError(f"the {self.kind} probe gave nothing for {limit:g} s (killed)") from None
+            where = await self._where()
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            raise UsageError(f"the {self.kind} probe gave nothing for {limit:g} s (killed){where}") from None
+
+    async def _where(self, wait_s: float = 5.0) -> str:
+        """Where the worker is: the innermost frame of the stack it writes on SIGUSR1 (none if it wrote nothing
+        within ``wait_s``)."""
+        assert self._proc is not None and self._stack is not None
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self._proc.returncode is None:
+            frames = [line.strip() for line in _read(self._stack).splitlines() if line.strip().startswith("File ")]
+            if frames:
+                return f"; it was at {frames[0]}"
+            await asyncio.sleep(0.1)
+        return ""
 
     async def close(self) -> None:
         if self._proc and self._proc.returncode is None:
@@ -141,6 +175,16 @@ class WorkerProbe:
             except TimeoutError:
                 self._proc.kill()
                 await self._proc.wait()
+        if self._stack:
+            with contextlib.suppress(OSError):
+                os.unlink(self._stack)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 class HttpAudioProbe:

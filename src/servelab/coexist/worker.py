@@ -7,13 +7,19 @@ Commands on stdin, one per line: ``run N`` (N utterances, one JSON line each on 
 seconds (CLOCK_MONOTONIC: the same clock in every process of this host).
 
     python -m servelab.coexist.worker --device cpu|cuda [--dim 1024 --layers 28 ...]
+
+With ``--stack-file PATH``, SIGUSR1 writes every thread's Python stack there (faulthandler): a probe that stops
+answering can be asked where it is, even inside a C call.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import math
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -165,7 +171,14 @@ def _green_context(sms: int) -> dict[str, Any]:
         return {"green_context_error": f"{type(exc).__name__}: {exc}"}
 
 
+def _stack_on_signal(path: str) -> None:
+    """SIGUSR1 dumps every thread's stack into ``path`` (the file stays open for the process's life)."""
+    faulthandler.register(signal.SIGUSR1, file=open(path, "w"), all_threads=True)  # noqa: SIM115
+
+
 def serve(args: argparse.Namespace) -> None:
+    if args.stack_file:
+        _stack_on_signal(args.stack_file)
     green = _green_context(args.green_sms) if args.green_sms else {}
     if args.device == "cpu" and args.backend == "numpy":
         step, info = _numpy_model(args.dim, args.layers, args.ffn, args.context)
@@ -177,6 +190,7 @@ def serve(args: argparse.Namespace) -> None:
         step(i)
     sync()
     info.update(green)
+    info["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS", "the library's default")
     info.update(mode=args.mode, steps_per_chunk=args.steps_per_chunk, chunk_ms=args.chunk_ms, chunks=args.chunks)
     _emit({"ready": info})
     for line in sys.stdin:
@@ -214,6 +228,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fps", type=int, default=25, help="frames mode: frames per second")
     p.add_argument("--no-graph", action="store_true")
     p.add_argument("--green-sms", type=int, default=0, help="run in a CUDA green context of this many SMs")
+    p.add_argument("--stack-file", help="SIGUSR1 writes every thread's stack here")
     return p
 
 

@@ -1,15 +1,18 @@
 """A coexist condition always ends: the LLM load stops even where a request's cancellation is lost, and a probe
 worker that stops answering fails the run with its name instead of holding it. The LLM side runs against the fake
 capped engine (servelab.testing.engine_sim, not an LLM: the test is about a lost cancellation, which a real engine
-cannot produce on demand); the wedged probe is a script that says it is ready and then never speaks."""
+cannot produce on demand); the wedged probe is a script that says it is ready and then never speaks, or the real
+stand-in sized to outlast the stall limit."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +21,7 @@ from servelab.coexist import LlmLoad
 from servelab.coexist.conditions import parse_condition
 from servelab.coexist.load import Background
 from servelab.coexist.mitigations import Lease, LeaseHolder
-from servelab.coexist.probes import WorkerProbe, WorkerSpec
+from servelab.coexist.probes import ONE_THREAD, WorkerProbe, WorkerSpec
 from servelab.core.errors import UsageError
 from servelab.core.records import RequestRecord
 from servelab.engines.client import StreamClient
@@ -145,3 +148,30 @@ def test_two_coexist_runs_hold_their_own_leases_on_one_gateway() -> None:
     assert held == (True, 2)
     assert after_first == (True, 1)  # the second session's lease still holds realtime on
     assert after_both[1] == 0
+
+
+def test_a_stalled_probe_worker_says_where_it_was() -> None:
+    """The real stand-in, sized so one utterance takes far longer than the stall limit: the error names the frame
+    the worker was in when asked (its stack, written on SIGUSR1), and the worker is killed."""
+    spec = WorkerSpec("cpu", "voice", dim=512, layers=8, ffn=2048, chunks=1_000_000, period_ms=0)
+    probe = WorkerProbe(spec, ready_timeout=120, stall_timeout=1.0)
+
+    async def go() -> dict[str, Any]:
+        info = await probe.start()
+        try:
+            await probe.run(1, "alone")
+        finally:
+            await probe.close()
+        return info
+
+    with pytest.raises(UsageError, match=r"gave nothing for 1 s \(killed\); it was at File \".*worker\.py\", line \d+"):
+        asyncio.run(go())
+    assert probe._proc is not None and probe._proc.returncode is not None
+    assert probe._stack is not None and not Path(probe._stack).exists()  # its stack file removed on close
+
+
+def test_the_cpu_stand_in_runs_one_blas_thread_unless_its_spec_says_otherwise() -> None:
+    assert {WorkerSpec("cpu").environment()[k] for k in ONE_THREAD} == {"1"}
+    assert WorkerSpec("cpu", env={"OPENBLAS_NUM_THREADS": "2"}).environment()["OPENBLAS_NUM_THREADS"] == "2"
+    gpu = WorkerSpec("cuda").environment()
+    assert all(gpu.get(k) == os.environ.get(k) for k in ONE_THREAD)  # the GPU probe's host threads as they were
