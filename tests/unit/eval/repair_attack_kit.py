@@ -17,7 +17,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from servelab.eval.repair import Task, Workspace, agent_folder, harvest
+from servelab.eval.repair import Task, Workspace, agent_folder, harvest, load_task
 from servelab.eval.sandbox import Limits
 from tests.fixtures.scripted_agent import Turn
 
@@ -403,3 +403,31 @@ SCENARIO_TAIL = """except BaseException as exc:
 open(sys.argv[2], "w").write(json.dumps(out))
 """
 INVENTORY_SCENARIO = SCENARIO_HEAD + INVENTORY_STEPS + SCENARIO_TAIL
+
+
+def make_task(root: Path, files: dict[str, str]) -> Task:
+    """A folder task written from ``files`` (paths under the task root -> text), readable by the sandbox user."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return load_task(str(root))
+
+
+def plain_pytest(task: Task, files: dict[str, bytes]) -> tuple[int, str]:
+    """The task's visible and hidden tests run by plain pytest on its repo with ``files`` on top, outside servelab:
+    what the tests really say of those files (exit status, last lines)."""
+    tree = Path(tempfile.mkdtemp(prefix="s26-plain-"))
+    try:
+        shutil.copytree(task.repo, tree, dirs_exist_ok=True)
+        shutil.copytree(task.root / "hidden", tree, dirs_exist_ok=True)
+        for rel, content in files.items():
+            (tree / rel).write_bytes(content)
+        (tree / "pytest.ini").write_text("[pytest]\n")
+        env = {"PATH": os.environ["PATH"], "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", task.tests_dir],
+                              cwd=tree, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        return done.returncode, "\n".join(done.stdout.strip().splitlines()[-3:])
+    finally:
+        shutil.rmtree(tree, ignore_errors=True)

@@ -20,10 +20,7 @@ tests really say of them. Needs bubblewrap."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +29,7 @@ import pytest
 
 from servelab.core.store import RunStore
 from servelab.eval.grade import Outcome
-from servelab.eval.repair import AgentLimits, Attempt, Task, load_task, run_repo
+from servelab.eval.repair import AgentLimits, Attempt, Task, run_repo
 from servelab.eval.sandbox import Limits
 from servelab.load.runner import Target
 from tests.fixtures.scripted_agent import Turn, serve_agents
@@ -290,22 +287,13 @@ CONTROLS: dict[str, tuple[str, list[Turn]]] = {  # the reference's own fix, writ
 }
 
 
-def _make_task(root: Path, files: dict[str, str]) -> Task:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return load_task(str(root))
-
-
 @pytest.fixture(scope="module")
 def tasks() -> Iterator[dict[str, Task]]:
     base = Path(tempfile.mkdtemp(prefix="s26-tasks-"))
     base.chmod(0o755)
     try:
         yield {
-            name: _make_task(base / name, files)
+            name: kit.make_task(base / name, files)
             for name, files in (("tickets", TICKETS), ("tally", TALLY), ("cart", CART))
         }
     finally:
@@ -328,24 +316,6 @@ def attempts(tasks: dict[str, Task], tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-def plain_pytest(task: Task, files: dict[str, bytes]) -> tuple[int, str]:
-    """The task's visible and hidden tests run by plain pytest on its repo with ``files`` on top, outside servelab:
-    what the tests really say of those files (exit status, last lines)."""
-    tree = Path(tempfile.mkdtemp(prefix="s26-plain-"))
-    try:
-        shutil.copytree(task.repo, tree, dirs_exist_ok=True)
-        shutil.copytree(task.root / "hidden", tree, dirs_exist_ok=True)
-        for rel, content in files.items():
-            (tree / rel).write_bytes(content)
-        (tree / "pytest.ini").write_text("[pytest]\n")
-        env = {"PATH": os.environ["PATH"], "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", task.tests_dir],
-                              cwd=tree, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
-        return done.returncode, "\n".join(done.stdout.strip().splitlines()[-3:])
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-
-
 def _files(task: Task, turns: list[Turn]) -> dict[str, bytes]:
     return kit.harvested(task, turns)
 
@@ -357,8 +327,8 @@ def test_control_the_reference_fix_resolves_and_passes_plainly(
     """Not a finding: the harness works (the honest fix resolves, plain pytest agrees, the broken repo fails)."""
     task_name, turns = CONTROLS[name]
     task = tasks[task_name]
-    assert plain_pytest(task, _files(task, turns))[0] == 0
-    assert plain_pytest(task, {})[0] == 1
+    assert kit.plain_pytest(task, _files(task, turns))[0] == 0
+    assert kit.plain_pytest(task, {})[0] == 1
     assert attempts[name].outcome is Outcome.CORRECT, attempts[name].grade.to_dict(task)
 
 
@@ -374,7 +344,7 @@ def test_a_wrong_repair_returned_as_a_handle_is_not_resolved(
     ``not in`` and ``len(set(...))`` hold and the grade is resolved, while plain pytest fails all three tests."""
     task_name, turns = WRONG[name]
     task = tasks[task_name]
-    code, said = plain_pytest(task, _files(task, turns))
+    code, said = kit.plain_pytest(task, _files(task, turns))
     assert code == 1 and "3 failed" in said, said  # what the tests really say: the bug is still there
     grade = attempts[name].grade
     assert not grade.resolved, grade.to_dict(task)
@@ -393,7 +363,7 @@ def test_a_correct_repair_returning_a_dict_subclass_is_resolved(
     correct repair wrong."""
     task_name, turns = CORRECT[name]
     task = tasks[task_name]
-    code, said = plain_pytest(task, _files(task, turns))
+    code, said = kit.plain_pytest(task, _files(task, turns))
     assert code == 0, said  # what the tests really say: a correct fix
     grade = attempts[name].grade
     assert attempts[name].outcome is Outcome.CORRECT, grade.to_dict(task)
@@ -410,7 +380,7 @@ def test_an_untouched_broken_repo_is_not_resolved_by_identity(
     repo is graded resolved, while plain pytest fails the hidden test."""
     task_name, turns = UNCHANGED[name]
     task = tasks[task_name]
-    code, said = plain_pytest(task, _files(task, turns))
+    code, said = kit.plain_pytest(task, _files(task, turns))
     assert code == 1 and "1 failed" in said, said  # what the tests really say: the bug is still there
     grade = attempts[name].grade
     assert not grade.resolved, grade.to_dict(task)

@@ -11,6 +11,8 @@ The rules it keeps:
   could answer them, and what the package says of its own classes (the traits its loop sends with a handle) is
   not trusted: its loop may be rewritten, so a class with its own ``__eq__`` could be passed off as one that
   compares by identity.
+- A list, dict or set that crosses is shared (:mod:`._shared`): each request carries the test's changes to the
+  shared containers, each answer the package's, applied before anything else in it is read.
 - Every answer is decoded by :func:`._wire.decode`: plain data, a handle (:class:`Remote`), a class for a remote
   exception class, or the remote exception raised here as an instance of that class; anything else, a late
   answer, or one past ``timeout_s`` fails the test that asked and every later one (the link is then dead).
@@ -30,7 +32,8 @@ import time
 import types
 from typing import Any
 
-from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
+from servelab.eval.repair._shared import Shared  # servelab: inlined
+from servelab.eval.repair._wire import WireError, contents, decode, dumps, encode, loads  # servelab: inlined
 
 MAX_LINE = 16 << 20
 MAX_LINEAGE = 64  # classes in one exception class's lineage
@@ -50,15 +53,24 @@ class Link:
         self.dead: str | None = None
         self.exceptions: dict[tuple[str, str], type[BaseException]] = {}
         self.remotes: dict[int, Remote] = {}  # handle number -> its one stand-in
+        self.shared = Shared(parity=0)  # the mutable containers that crossed (this side numbers them even)
+        self.forgotten: list[int] = []  # numbers forgotten here, not yet told to the package's process
 
     def ask(self, request: dict[str, Any]) -> Any:
+        """One request (its values encoded with :func:`_send`), with what the package's process must forget and
+        the shared containers the test changed; the answer decoded after the package's changes are applied."""
         if self.dead:
             raise PackageError(self.dead)
+        self.forgotten += self.shared.unheld()  # told with the first request that goes out
+        request["forget"] = self.forgotten
+        request["state"] = self.shared.changes(lambda value, kind: contents(value, kind, self._as_ref, False,
+                                                                            self.shared))  # fmt: skip
         data = dumps(request)
         self.requests += 1
         try:
             while data:
                 data = data[os.write(self.fd_out, data) :]
+            self.forgotten = []
             message = loads(self._line())
         except (OSError, PackageError) as exc:
             self.dead = f"the package's process stopped answering: {exc}"
@@ -70,11 +82,12 @@ class Link:
 
     def _outcome(self, message: dict[str, Any]) -> Any:
         try:
+            self.shared.apply(message.get("state", []), lambda content: decode(content, self._ref))
             if "raise" not in message:
                 return decode(message["ok"], self._ref)
             cls = self.exception_class(message["raise"]["mro"])
             args = decode(message["raise"].get("args", []), self._ref)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             self.dead = f"an answer that is not plain data: {exc}"
             raise PackageError(self.dead) from None
         raise _exception(cls, args if type(args) is list else [])
@@ -97,6 +110,8 @@ class Link:
     def _ref(self, tag: dict[str, Any]) -> Any:
         if tag["$"] == "exc_class":
             return self.exception_class(tag.get("mro"))
+        if tag["$"] == "shared":
+            return self.shared.resolve(tag)
         number = tag.get("id")
         if type(number) is not int:
             raise WireError("a handle without a number")
@@ -104,6 +119,11 @@ class Link:
         if remote is None:
             remote = self.remotes[number] = Remote(self, number, str(tag.get("name", "object"))[:200])
         return remote
+
+    def _as_ref(self, item: Any) -> dict[str, Any]:
+        if isinstance(item, Remote) and object.__getattribute__(item, "_link") is self:
+            return {"$": "ref", "id": object.__getattribute__(item, "_id")}
+        raise TypeError(f"only plain data and the package's own objects can be handed to it, not {item!r}")
 
     def exception_class(self, mro: Any) -> type[BaseException]:
         """A class of this process for a remote exception class: the builtin it derives from, under the
@@ -144,14 +164,9 @@ def _builtin_error(name: str) -> Any:
 
 
 def _send(link: Link, value: Any) -> Any:
-    """``value`` for ``link``'s process: plain data, and handles to that process's own objects only."""
-
-    def as_ref(item: Any) -> dict[str, Any]:
-        if isinstance(item, Remote) and object.__getattribute__(item, "_link") is link:
-            return {"$": "ref", "id": object.__getattribute__(item, "_id")}
-        raise TypeError(f"only plain data and the package's own objects can be handed to it, not {item!r}")
-
-    return encode(value, as_ref)
+    """``value`` for ``link``'s process: plain data (its lists, dicts and sets shared), and handles to that
+    process's own objects only."""
+    return encode(value, link._as_ref, share=link.shared)
 
 
 class Remote:

@@ -4,7 +4,9 @@ line each way on the two pipes IN and OUT: import a module, get or set an attrib
 bool. Objects stay here; the test process gets plain data (:mod:`._wire`) or a numbered handle: one number per
 object (the same object, the same number).
 An instance of a subclass of a plain type that behaves as its base type goes as that base type's value
-(``encode(..., as_base=True)``: a ``Counter`` as a Counter, an ``IntEnum`` member as its int).
+(``encode(..., as_base=True)``: a ``Counter`` as a Counter, an ``IntEnum`` member as its int). A mutable container
+(a list, dict, set) is shared with the test process (:mod:`._shared`): one object on each side, the same contents
+at every message.
 
 The rule it keeps: nothing the tests compare with ever comes here. A request carries only what a test hands to
 the package (module and attribute names, arguments, keys), never the other side of an ``==``, so the code under
@@ -22,7 +24,8 @@ import os
 import sys
 from typing import Any
 
-from servelab.eval.repair._wire import WireError, decode, dumps, encode, loads  # servelab: inlined
+from servelab.eval.repair._shared import Shared  # servelab: inlined
+from servelab.eval.repair._wire import WireError, contents, decode, dumps, encode, loads  # servelab: inlined
 
 MAX_ITEMS = 100_000  # items one "list" request may return
 
@@ -33,6 +36,7 @@ class Objects:
     def __init__(self) -> None:
         self.items: list[Any] = []
         self.index: dict[int, int] = {}
+        self.shared = Shared(parity=1)  # the mutable containers that crossed (this side numbers them odd)
 
     def handle(self, value: Any) -> dict[str, Any]:
         if isinstance(value, type) and issubclass(value, BaseException):
@@ -45,6 +49,8 @@ class Objects:
         return {"$": "ref", "id": number, "name": str(name)[:200]}
 
     def resolve(self, tag: dict[str, Any]) -> Any:
+        if tag.get("$") == "shared":
+            return self.shared.resolve(tag)
         number = tag.get("id")
         if tag.get("$") != "ref" or type(number) is not int or not 0 <= number < len(self.items):
             raise WireError("not a handle this process gave")
@@ -86,8 +92,13 @@ def answer(objects: Objects, request: dict[str, Any]) -> Any:
 
 
 def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer, with the shared containers that changed (the test's changes are applied before the request is
+    read, the package's after it ran are sent with the answer, an exception's included)."""
+    shared = objects.shared
+    shared.forget(request.get("forget", []))
+    shared.apply(request.get("state", []), lambda content: decode(content, objects.resolve))
     try:
-        return {"ok": encode(answer(objects, request), objects.handle, as_base=True)}
+        out: dict[str, Any] = {"ok": encode(answer(objects, request), objects.handle, as_base=True, share=shared)}
     except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
         args = []
         for a in exc.args[:8]:
@@ -95,7 +106,9 @@ def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
                 args.append(encode(a, _unplain, as_base=True))
             except (WireError, TypeError):
                 args.append(str(a)[:2000])
-        return {"raise": {"mro": lineage(type(exc)), "args": args}}
+        out = {"raise": {"mro": lineage(type(exc)), "args": args}}
+    out["state"] = shared.changes(lambda value, kind: contents(value, kind, objects.handle, True, shared))
+    return out
 
 
 def _unplain(value: Any) -> dict[str, Any]:

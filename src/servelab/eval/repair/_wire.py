@@ -4,8 +4,9 @@ The rule this module keeps: :func:`decode` builds only ``None``, ``bool``, ``int
 ``list``, ``tuple``, ``dict``, ``set``, ``frozenset``, ``Decimal``, ``Fraction``, ``complex``, ``datetime``,
 ``date``, ``time``, ``timedelta``, ``collections.Counter``, ``collections.OrderedDict``, ``collections.defaultdict``
 (its factory one of :data:`FACTORIES`, by name), named tuples of classes it makes itself (from names only), what
-``ref`` makes of a handle (a number naming an object that stays in the other process) and what ``exc_class`` makes
-of an exception class (a class of the receiver's own making). Nothing that comes out of it has an ``__eq__``,
+``ref`` makes of a handle (a number naming an object that stays in the other process) or of a shared container (a
+number naming one of the receiver's own containers, :mod:`._shared`) and what ``exc_class`` makes of an exception
+class (a class of the receiver's own making). Nothing that comes out of it has an ``__eq__``,
 ``__hash__`` or ``__repr__`` of the sender's making, whatever bytes the sender wrote: the sender may be the graded
 code itself.
 
@@ -57,6 +58,7 @@ _DICTS: dict[type, str] = {dict: "dict", collections.Counter: "Counter", collect
 FACTORIES: dict[str, type] = {k.__name__: k for k in (int, float, complex, str, bytes, bool, list, tuple, dict, set,
                               frozenset, Decimal, Fraction, collections.Counter, collections.OrderedDict)}  # fmt: skip
 BASES: tuple[type, ...] = (*_SCALARS, float, list, tuple, set, frozenset, *_DICTS, *_TAG_OF)
+MUTABLE_BASES: tuple[type, ...] = (list, set, *_DICTS)  # shared by number where a ``share`` table is given
 # what a subclass may define without changing how its instances behave as values: class bookkeeping, construction
 _INERT = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__",
                     "__init__", "__new__", "__init_subclass__", "__class_getitem__", "__orig_bases__", "__parameters__",
@@ -73,29 +75,37 @@ class WireError(ValueError):
     """A message that is not plain data as this module defines it."""
 
 
-def encode(value: Any, other: Callable[[Any], dict[str, Any]], depth: int = 0, as_base: bool = False) -> Any:
+def encode(
+    value: Any, other: Callable[[Any], dict[str, Any]], depth: int = 0, as_base: bool = False, share: Any = None
+) -> Any:
     """``value`` as JSON-ready plain data; ``other(v)`` says what to send for anything else (a handle, or raise).
-    With ``as_base``, an instance of a subclass of a plain type that :func:`plain_base` accepts goes as its base."""
+    With ``as_base``, an instance of a subclass of a plain type that :func:`plain_base` accepts goes as its base.
+    With ``share`` (a ``_shared.Shared``), a mutable container goes as the number that table gives it (its contents
+    travel in the message's shared state)."""
     if depth > MAX_DEPTH:
         raise WireError("nested too deep")
     kind = type(value)
     if value is None or kind is bool:
         return value
     if kind not in BASES and isinstance(value, tuple) and _named_fields(kind) is not None:
-        items = [encode(v, other, depth + 1, as_base) for v in tuple.__iter__(value)]
+        items = [encode(v, other, depth + 1, as_base, share) for v in tuple.__iter__(value)]
         return {"$": "namedtuple", "name": kind.__name__, "fields": list(kind._fields), "v": items}
     base = kind if kind in BASES else plain_base(value) if as_base else None
     if base is None or (base is collections.defaultdict and _factory(value) is False):
         return other(value)
-    return _as(base, value, other, depth, as_base)
+    if share is not None and base in MUTABLE_BASES:
+        return share.ref(value, base)
+    return _as(base, value, other, depth, as_base, share)
 
 
-def _as(base: type, value: Any, other: Callable[[Any], dict[str, Any]], depth: int, as_base: bool) -> Any:
+def _as(
+    base: type, value: Any, other: Callable[[Any], dict[str, Any]], depth: int, as_base: bool, share: Any = None
+) -> Any:
     """``value`` (an instance of ``base`` or of a subclass :func:`plain_base` accepts) as plain data, read with
     ``base``'s own methods, never one of its class's."""
 
     def inner(item: Any) -> Any:
-        return encode(item, other, depth + 1, as_base)
+        return encode(item, other, depth + 1, as_base, share)
 
     if base is int:
         return int.__index__(value)
@@ -116,6 +126,11 @@ def _as(base: type, value: Any, other: Callable[[Any], dict[str, Any]], depth: i
         return tagged
     tag = _TAG_OF[base]
     return {"$": tag, "v": TEXT[tag][1](value)}
+
+
+def contents(value: Any, base: type, other: Callable[[Any], dict[str, Any]], as_base: bool, share: Any) -> Any:
+    """A shared container's own items as plain data (the containers in it by their numbers in ``share``)."""
+    return _as(base, value, other, 0, as_base, share)
 
 
 def _factory(value: Any) -> str | bool | None:
@@ -222,7 +237,7 @@ def _tagged(data: dict[str, Any], ref: Callable[[dict[str, Any]], Any], depth: i
         raise
     except (TypeError, ValueError, KeyError, ArithmeticError) as exc:
         raise WireError(f"bad {tag}: {type(exc).__name__}") from None
-    if tag in ("ref", "exc_class"):
+    if tag in ("ref", "exc_class", "shared"):
         return ref(data)
     raise WireError(f"unknown tag {tag[:40]!r}")
 

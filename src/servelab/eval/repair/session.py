@@ -44,8 +44,8 @@ def program(*modules: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-SERVE = program("_wire", "_serve")
-TESTS = program("_wire", "_proxy", "_grade_runner")
+SERVE = program("_wire", "_shared", "_serve")
+TESTS = program("_wire", "_shared", "_proxy", "_grade_runner")
 
 
 @dataclass(frozen=True)
