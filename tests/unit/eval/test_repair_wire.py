@@ -271,3 +271,17 @@ def test_an_exception_with_a_long_lineage_is_refused() -> None:
         Link(requests[1], answers[0], timeout_s=60).ask({"op": "import", "name": "shop"})
     for fd in (*requests, *answers):
         os.close(fd)
+
+
+def test_two_inlined_modules_may_not_bind_one_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The programs put several modules in one namespace: a name bound by two of them is refused, not shadowed."""
+    from servelab.eval.repair import session
+
+    (tmp_path / "first.py").write_text("def helper():\n    return 1\n")
+    (tmp_path / "second.py").write_text("LIMIT: int = 3\nhelper = None\n")
+    (tmp_path / "third.py").write_text("(a, b) = 1, 2\n")
+    monkeypatch.setattr(session, "_HERE", tmp_path)
+    with pytest.raises(RuntimeError, match="second and first both define helper"):
+        session.program("first", "second")
+    assert "a, b" in session.program("first", "third")
+    assert session.SERVE and session.TESTS  # servelab's own programs passed the same check at import

@@ -22,7 +22,6 @@ Standard library only; inside the sandbox this source follows _wire's in one ``p
 
 from __future__ import annotations
 
-import builtins
 import importlib.abc
 import importlib.machinery
 import os
@@ -32,11 +31,18 @@ import time
 import types
 from typing import Any
 
+from servelab.eval.repair._effects import checked, replay  # servelab: inlined
+from servelab.eval.repair._errors import Errors  # servelab: inlined
 from servelab.eval.repair._shared import Shared  # servelab: inlined
-from servelab.eval.repair._wire import WireError, contents, decode, dumps, encode, loads  # servelab: inlined
-
-MAX_LINE = 16 << 20
-MAX_LINEAGE = 64  # classes in one exception class's lineage
+from servelab.eval.repair._wire import (  # servelab: inlined
+    MAX_MESSAGE,
+    WireError,
+    contents,
+    decode,
+    dumps,
+    encode,
+    loads,
+)
 
 
 class PackageError(RuntimeError):
@@ -51,7 +57,7 @@ class Link:
         self.buffer = b""
         self.requests = 0  # sent so far (a test can see that comparing sent none)
         self.dead: str | None = None
-        self.exceptions: dict[tuple[str, str], type[BaseException]] = {}
+        self.errors = Errors()  # the package's exception classes, rebuilt here
         self.remotes: dict[int, Remote] = {}  # handle number -> its one stand-in
         self.shared = Shared(parity=0)  # the mutable containers that crossed (this side numbers them even)
         self.forgotten: list[int] = []  # numbers forgotten here, not yet told to the package's process
@@ -81,16 +87,21 @@ class Link:
         return self._outcome(message)
 
     def _outcome(self, message: dict[str, Any]) -> Any:
+        error: BaseException | None = None
         try:
             self.shared.apply(message.get("state", []), lambda content: decode(content, self._ref))
-            if "raise" not in message:
-                return decode(message["ok"], self._ref)
-            cls = self.exception_class(message["raise"]["mro"])
-            args = decode(message["raise"].get("args", []), self._ref)
+            effects = checked(message, self.errors)
+            if "raise" in message:
+                error = self.errors.instance(message["raise"], lambda data: decode(data, self._ref))
+            else:
+                value = decode(message["ok"], self._ref)
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             self.dead = f"an answer that is not plain data: {exc}"
             raise PackageError(self.dead) from None
-        raise _exception(cls, args if type(args) is list else [])
+        replay(effects)  # what the package printed and warned, before its answer
+        if error is not None:
+            raise error
+        return value
 
     def _line(self) -> bytes:
         deadline = time.monotonic() + self.timeout_s
@@ -102,14 +113,14 @@ class Link:
             if not chunk:
                 raise PackageError("the process ended")
             self.buffer += chunk
-            if len(self.buffer) > MAX_LINE:
+            if len(self.buffer) > MAX_MESSAGE:
                 raise PackageError("an answer over the size limit")
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
 
     def _ref(self, tag: dict[str, Any]) -> Any:
         if tag["$"] == "exc_class":
-            return self.exception_class(tag.get("mro"))
+            return self.errors.cls(tag.get("mro"))
         if tag["$"] == "shared":
             return self.shared.resolve(tag)
         number = tag.get("id")
@@ -124,43 +135,6 @@ class Link:
         if isinstance(item, Remote) and object.__getattribute__(item, "_link") is self:
             return {"$": "ref", "id": object.__getattribute__(item, "_id")}
         raise TypeError(f"only plain data and the package's own objects can be handed to it, not {item!r}")
-
-    def exception_class(self, mro: Any) -> type[BaseException]:
-        """A class of this process for a remote exception class: the builtin it derives from, under the
-        package's own classes (made once each, so ``pytest.raises(OutOfStock)`` matches a remote raise)."""
-        if (
-            type(mro) is not list
-            or len(mro) > MAX_LINEAGE
-            or not all(type(c) is list and len(c) == 2 and all(type(s) is str for s in c) for c in mro)
-        ):
-            raise WireError("an exception class that is not a short list of names")
-        chain = [(m[:200], q[:200]) for m, q in mro]
-        first_builtin = next((i for i, (m, q) in enumerate(chain) if m == "builtins" and _builtin_error(q)), None)
-        base: type[BaseException] = _builtin_error(chain[first_builtin][1]) if first_builtin is not None else Exception
-        for module, qualname in reversed(chain[:first_builtin]):
-            key = (module, qualname)
-            if key not in self.exceptions:
-                self.exceptions[key] = type(qualname.rpartition(".")[2] or "Error", (base,), {"__module__": module})
-            base = self.exceptions[key]
-        return base
-
-
-def _exception(cls: type[BaseException], args: list[Any]) -> BaseException:
-    """``cls(*args)``, or an instance with those args where the class wants others (UnicodeDecodeError)."""
-    try:
-        return cls(*args)
-    except Exception:
-        error = cls.__new__(cls)
-        error.args = tuple(args)
-        return error
-
-
-def _builtin_error(name: str) -> Any:
-    """A builtin exception class by name; KeyboardInterrupt and the like (they would stop pytest) as RuntimeError."""
-    cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
-        return None
-    return cls if issubclass(cls, Exception) else RuntimeError
 
 
 def _send(link: Link, value: Any) -> Any:

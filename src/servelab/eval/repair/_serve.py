@@ -18,14 +18,25 @@ Standard library only; inside the sandbox this source follows _wire's in one ``p
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import os
 import sys
 from typing import Any
 
+from servelab.eval.repair._effects import recorded  # servelab: inlined
+from servelab.eval.repair._errors import MAX_TEXT_CHARS, attr_name  # servelab: inlined
 from servelab.eval.repair._shared import Shared  # servelab: inlined
-from servelab.eval.repair._wire import WireError, contents, decode, dumps, encode, loads  # servelab: inlined
+from servelab.eval.repair._wire import (  # servelab: inlined
+    MAX_MESSAGE,
+    WireError,
+    contents,
+    decode,
+    dumps,
+    encode,
+    loads,
+)
 
 MAX_ITEMS = 100_000  # items one "list" request may return
 
@@ -57,8 +68,37 @@ class Objects:
         return self.items[number]
 
 
-def lineage(cls: type) -> list[list[str]]:
-    return [[str(c.__module__), str(c.__qualname__)] for c in cls.__mro__]
+def lineage(cls: type) -> list[list[Any]]:
+    """The class's MRO, each class with the places of its direct bases in it (the graph, not only the order)."""
+    place = {c: i for i, c in enumerate(cls.__mro__)}
+    return [[str(c.__module__), str(c.__qualname__), [place[b] for b in c.__bases__ if b in place]]
+            for c in cls.__mro__]  # fmt: skip
+
+
+def described(exc: BaseException, depth: int = 0) -> dict[str, Any]:
+    """An exception as the test process rebuilds it (:mod:`._errors`): its lineage, args (plain data, else their
+    text), attributes that are plain data, its text, and its cause and context two deep."""
+    args = []
+    for a in exc.args[:8]:
+        try:
+            args.append(encode(a, _unplain, as_base=True))
+        except (WireError, TypeError, ValueError, RecursionError):
+            args.append(str(a)[:2000])
+    out: dict[str, Any] = {"mro": lineage(type(exc)), "args": args, "attrs": {}}
+    for name, value in list(getattr(exc, "__dict__", {}).items())[:32]:
+        if attr_name(name):
+            try:
+                out["attrs"][name] = encode(value, _unplain, as_base=True)
+            except (WireError, TypeError, ValueError, RecursionError):
+                continue
+    with contextlib.suppress(Exception):  # the package's __str__ failed: the test's text comes from the args
+        out["text"] = str(exc)[:MAX_TEXT_CHARS]
+    for key in ("cause", "context"):
+        linked = getattr(exc, f"__{key}__", None)
+        if depth < 2 and isinstance(linked, BaseException):
+            out[key] = described(linked, depth + 1)
+    out["suppress"] = exc.__suppress_context__ is True
+    return out
 
 
 def answer(objects: Objects, request: dict[str, Any]) -> Any:
@@ -97,18 +137,14 @@ def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
     shared = objects.shared
     shared.forget(request.get("forget", []))
     shared.apply(request.get("state", []), lambda content: decode(content, objects.resolve))
-    try:
-        out: dict[str, Any] = {"ok": encode(answer(objects, request), objects.handle, as_base=True, share=shared)}
-    except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
-        args = []
-        for a in exc.args[:8]:
-            try:
-                args.append(encode(a, _unplain, as_base=True))
-            except (WireError, TypeError):
-                args.append(str(a)[:2000])
-        out = {"raise": {"mro": lineage(type(exc)), "args": args}}
+    effects: dict[str, Any] = {}
+    with recorded(effects, lineage):
+        try:
+            out: dict[str, Any] = {"ok": encode(answer(objects, request), objects.handle, as_base=True, share=shared)}
+        except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
+            out = {"raise": described(exc)}
     out["state"] = shared.changes(lambda value, kind: contents(value, kind, objects.handle, True, shared))
-    return out
+    return out | effects
 
 
 def _unplain(value: Any) -> dict[str, Any]:
@@ -122,6 +158,8 @@ def serve(root: str, fd_in: int, fd_out: int) -> None:
         for line in requests:
             try:
                 out = dumps(reply(objects, loads(line)))
+                if len(out) > MAX_MESSAGE:
+                    raise ValueError(f"an answer of over {MAX_MESSAGE} bytes")
             except (WireError, ValueError, TypeError, RecursionError) as exc:
                 out = dumps({"raise": {"mro": lineage(TypeError), "args": [f"not plain data: {exc}"[:500]]}})
             while out:

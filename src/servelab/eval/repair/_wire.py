@@ -25,13 +25,16 @@ import collections
 import datetime as dt
 import enum
 import json
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 MAX_DEPTH = 64
-MAX_TEXT = 1 << 16  # characters of one value sent as text (a Decimal, a date)
+MAX_TEXT = 1 << 20  # characters of one value sent as text (a Decimal, a date; bytes are bound by the message)
+MAX_MESSAGE = 16 << 20  # bytes of one message; the package's loop answers an error in place of a longer one
+_FRACTION = re.compile(r"-?[0-9]+(/[0-9]+)?")  # as Fraction.__str__ writes one (an exponent would be costly)
 MAX_FIELDS = 64
 MAX_NAMED = 1000  # named tuple classes one process makes
 SPECIAL_FLOATS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
@@ -59,6 +62,7 @@ FACTORIES: dict[str, type] = {k.__name__: k for k in (int, float, complex, str, 
                               frozenset, Decimal, Fraction, collections.Counter, collections.OrderedDict)}  # fmt: skip
 BASES: tuple[type, ...] = (*_SCALARS, float, list, tuple, set, frozenset, *_DICTS, *_TAG_OF)
 MUTABLE_BASES: tuple[type, ...] = (list, set, *_DICTS)  # shared by number where a ``share`` table is given
+KEYED: tuple[type, ...] = (set, frozenset, *_DICTS)  # containers whose keys the receiver hashes
 # what a subclass may define without changing how its instances behave as values: class bookkeeping, construction
 _INERT = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__",
                     "__init__", "__new__", "__init_subclass__", "__class_getitem__", "__orig_bases__", "__parameters__",
@@ -93,9 +97,30 @@ def encode(
     base = kind if kind in BASES else plain_base(value) if as_base else None
     if base is None or (base is collections.defaultdict and _factory(value) is False):
         return other(value)
+    if base in KEYED and not _plain_keys(base, value, depth, as_base):
+        return other(value)  # a key the test process could not hash (a handle): the container stays there
     if share is not None and base in MUTABLE_BASES:
         return share.ref(value, base)
     return _as(base, value, other, depth, as_base, share)
+
+
+class _KeyIsHandle(Exception):
+    """A key that would go as a handle."""
+
+
+def _no_handle(value: Any) -> dict[str, Any]:
+    raise _KeyIsHandle
+
+
+def _plain_keys(base: type, value: Any, depth: int, as_base: bool) -> bool:
+    """Whether every key of a dict (every item of a set) goes as plain data, so the receiver can hash it."""
+    keys: Any = dict.keys(value) if base in _DICTS else getattr(base, "__iter__")(value)  # noqa: B009
+    try:
+        for key in keys:
+            encode(key, _no_handle, depth + 1, as_base)
+    except _KeyIsHandle:
+        return False
+    return True
 
 
 def _as(
@@ -125,11 +150,17 @@ def _as(
             tagged["factory"] = _factory(value)
         return tagged
     tag = _TAG_OF[base]
-    return {"$": tag, "v": TEXT[tag][1](value)}
+    text = TEXT[tag][1](value)
+    if tag != "bytes" and len(text) > MAX_TEXT:
+        raise WireError(f"a {tag} of over {MAX_TEXT} characters")  # honest: an error for the test, not tampering
+    return {"$": tag, "v": text}
 
 
 def contents(value: Any, base: type, other: Callable[[Any], dict[str, Any]], as_base: bool, share: Any) -> Any:
-    """A shared container's own items as plain data (the containers in it by their numbers in ``share``)."""
+    """A shared container's own items as plain data (the containers in it by their numbers in ``share``); an error
+    where a key became one the receiver could not hash (the container was plain data when it first crossed)."""
+    if base in KEYED and not _plain_keys(base, value, 0, as_base):
+        raise WireError(f"a shared {base.__name__} now holds a key that is not plain data")
     return _as(base, value, other, 0, as_base, share)
 
 
@@ -225,8 +256,10 @@ def _tagged(data: dict[str, Any], ref: Callable[[dict[str, Any]], Any], depth: i
         if tag in _DICT_TAGS:
             return _dict(tag, [(decode(k, ref, depth + 1), decode(v, ref, depth + 1)) for k, v in map(_pair, raw)],
                          data.get("factory"))  # fmt: skip
-        if (tag in TEXT or tag == "float") and (type(raw) is not str or len(raw) > MAX_TEXT):
+        if (tag in TEXT or tag == "float") and (type(raw) is not str or (tag != "bytes" and len(raw) > MAX_TEXT)):
             raise WireError(f"{tag} without its text")
+        if tag == "fraction" and not _FRACTION.fullmatch(raw):
+            raise WireError("a fraction not written as n/d")
         if tag in TEXT:
             return TEXT[tag][2](raw)
         if tag == "float":

@@ -14,6 +14,7 @@ run as ``python -c``: no file of servelab's is mounted in any of these sandboxes
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import secrets
@@ -34,18 +35,44 @@ _HERE = Path(__file__).parent
 
 
 def program(*modules: str) -> str:
-    """One ``python -c`` program from servelab's standard-library-only modules, in order: the lines marked
-    "# servelab: inlined" (their imports of one another) and every ``from __future__`` line left out."""
+    """One ``python -c`` program from servelab's standard-library-only modules, in order, each without its
+    imports of one another (any ``from servelab.eval.repair... import``, however many lines it spans) and its
+    ``from __future__`` line. The modules share one namespace there, so two that define the same top-level name
+    are refused (one would replace the other's silently)."""
     lines = ["from __future__ import annotations"]
+    owners: dict[str, str] = {}
     for name in modules:
-        for line in (_HERE / f"{name}.py").read_text().splitlines():
-            if not line.endswith("# servelab: inlined") and not line.startswith("from __future__"):
-                lines.append(line)
+        source = (_HERE / f"{name}.py").read_text()
+        tree = ast.parse(source)
+        for defined in _top_level_names(tree):
+            if owners.setdefault(defined, name) != name:
+                raise RuntimeError(f"{name} and {owners[defined]} both define {defined}: one program, one namespace")
+        dropped = {n for node in tree.body if _inlined(node) for n in range(node.lineno, (node.end_lineno or 0) + 1)}
+        lines += [line for i, line in enumerate(source.splitlines(), 1) if i not in dropped]
     return "\n".join(lines) + "\n"
 
 
-SERVE = program("_wire", "_shared", "_serve")
-TESTS = program("_wire", "_shared", "_proxy", "_grade_runner")
+def _inlined(node: ast.stmt) -> bool:
+    """An import another module of the program already provides (or ``from __future__``, said once on top)."""
+    module = (node.module or "") if isinstance(node, ast.ImportFrom) else None
+    return module is not None and (module == "__future__" or module.startswith("servelab.eval.repair"))
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module's own statements bind at its top level (functions, classes, assignments)."""
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+SERVE = program("_wire", "_shared", "_errors", "_effects", "_serve")
+TESTS = program("_wire", "_shared", "_errors", "_effects", "_proxy", "_grade_runner")
 
 
 @dataclass(frozen=True)
