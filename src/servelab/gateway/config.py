@@ -29,6 +29,9 @@ class Upstream(_Finite):
     # process; unset: the folder the engine names as its model's root in /v1/models when it is on this host, else
     # the engine's own /tokenize
     tokenizer: str | None = None
+    # local only: the engine's --chat-template-content-format ("auto", its default, or "string" count as vLLM's
+    # detection; "openai": every template is handed each message's content as a list of parts, and counted so)
+    chat_template_content_format: Literal["auto", "string", "openai"] = "auto"
     # a pooled connection idle longer than this is closed, not reused: keep it under the upstream's own keep-alive
     # timeout (uvicorn's, vLLM's: 5 s), since a request written as the upstream closes cannot be sent again
     pool_idle_s: float = Field(default=4.0, ge=0.0)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from servelab.gateway.admission import CHAT, COMPLETIONS, TemplateError, TokenCounter, Uncountable
 from servelab.gateway.admission import folder as folder_module
-from servelab.gateway.admission.request import context, dump_tools
+from servelab.gateway.admission.request import context, continues, dump_tools
 from tests.fixtures.prompt_strategies import MESSAGE, TEXT
 from tests.unit.gateway.model_folders import copy_folder, edit_config
 
@@ -218,7 +218,8 @@ def test_flags_reach_the_template_as_vllm_validated_them(generation: Any, final:
         return
     seen = context(body, {}, None)
     assert seen["add_generation_prompt"] is request.add_generation_prompt
-    assert seen["continue_final_message"] is request.continue_final_message
+    assert continues(body) is request.continue_final_message
+    assert "continue_final_message" not in seen  # the renderer's own parameter: the template never sees it
 
 
 # ---- the figure against vLLM's own count ----------------------------------------------------------------------

@@ -9,7 +9,9 @@ Invariant (the figure is never below what the engine counts):
   pick for the request (:class:`TemplateSet`; with and without its tools where ``tool_choice`` is ``"none"``), in
   both of vLLM's content formats (the larger count is taken: whichever the engine picks, it is covered), every field
   the template is handed, the request's ``chat_template_kwargs``; ``response_format`` and ``suffix`` are added on
-  top. A ``strftime_now`` output is counted at its widest on any date (:mod:`.clock`, :mod:`.regions`).
+  top. An engine started with ``--chat-template-content-format openai`` hands every template the parts: the gateway
+  is told so (``[local] chat_template_content_format``) and renders that format alone. A ``strftime_now`` output
+  is counted at its widest on any date (:mod:`.clock`, :mod:`.regions`).
 - A *bound* is used only for a tokenizer whose every token covers at least one UTF-8 byte of the (normalized) text
   (a byte-level BPE: :attr:`TokenCounter.byte_bound`), as bytes plus the special tokens the tokenizer adds; any
   other tokenizer is always counted exactly.
@@ -28,12 +30,13 @@ from typing import Any, NamedTuple
 import orjson
 
 from servelab.gateway.admission.clock import extra_bytes
+from servelab.gateway.admission.continuation import cut, tagged
 from servelab.gateway.admission.errors import Uncountable
 from servelab.gateway.admission.fields import check_fields
 from servelab.gateway.admission.folder import load
 from servelab.gateway.admission.messages import conversation, has_reasoning_content
 from servelab.gateway.admission.regions import AddedTokens, clocked_tokens
-from servelab.gateway.admission.request import context, tool_variants
+from servelab.gateway.admission.request import context, continues, tool_variants
 from servelab.gateway.admission.template import ChatTemplate, Rendered, TemplateSet
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
@@ -60,10 +63,13 @@ class Choice(NamedTuple):
 class TokenCounter:
     """The local engine's tokenizer (``tokenizers``) and chat templates, loaded from its model folder."""
 
-    def __init__(self, tokenizer: Any, templates: ChatTemplate | TemplateSet | None) -> None:
+    def __init__(
+        self, tokenizer: Any, templates: ChatTemplate | TemplateSet | None, content_format: str = "auto"
+    ) -> None:
         if isinstance(templates, ChatTemplate):
             templates = TemplateSet({"default": templates})
         self.tokenizer, self.templates = tokenizer, templates
+        self.parts_always = content_format == "openai"  # the engine's --chat-template-content-format openai
         self.template = templates.default if templates is not None else None  # the one a request without tools gets
         spec = _spec(tokenizer)  # the tokenizer's JSON, read once
         self.byte_bound = _is_byte_level(spec)
@@ -75,12 +81,13 @@ class TokenCounter:
         self.added_tokens = AddedTokens(tokenizer)
 
     @classmethod
-    def from_folder(cls, folder: Path) -> TokenCounter:
-        """From a Hugging Face model folder, as the engine reads it (:func:`.folder.load`); a folder the engine's
-        tokenizer or templates cannot be read from as the engine reads them is a :class:`TemplateError` (the caller
-        falls back to the engine's own count)."""
+    def from_folder(cls, folder: Path, content_format: str = "auto") -> TokenCounter:
+        """From a Hugging Face model folder, as the engine reads it (:func:`.folder.load`), for an engine started
+        with ``--chat-template-content-format content_format``; a folder the engine's tokenizer or templates cannot
+        be read from as the engine reads them is a :class:`TemplateError` (the caller falls back to the engine's own
+        count)."""
         loaded = load(folder)
-        return cls(loaded.tokenizer, loaded.templates)
+        return cls(loaded.tokenizer, loaded.templates, content_format)
 
     # ---- the two endpoints -------------------------------------------------------------------------------
     def count(self, path: str, body: dict[str, Any], bound_max: int, long_at: int | None = None) -> Count:
@@ -134,8 +141,8 @@ class TokenCounter:
     def _affine(self, body: dict[str, Any], choices: list[Choice], bound_max: int, long_at: int | None) -> Count | None:
         """The byte bound of a chat from each template's affine bound (:mod:`.affine`), no render, where it decides:
         at most ``bound_max``, or long past ``long_at`` by its fewest tokens; else None (render and count)."""
-        if not self.plain or has_reasoning_content(body.get("messages")):
-            return None
+        if not self.plain or self.parts_always or has_reasoning_content(body.get("messages")) or continues(body):
+            return None  # a continued message is rendered with its tag (.continuation): no affine bound of that
         rendered = 0
         for choice in choices:
             template = choice.template
@@ -161,16 +168,21 @@ class TokenCounter:
     def _renders(self, body: dict[str, Any], choices: list[Choice]) -> list[Rendered]:
         """The chat rendered by each template it may get, in each content format the engine may choose (one where
         the template never walks a message's parts), and, where an assistant message carries
-        ``reasoning_content``, as engines that read it and engines that do not; any one failing is
-        :class:`Uncountable` (the engine may render that one)."""
+        ``reasoning_content``, as engines that read it and engines that do not; a continued final message tagged
+        and cut as the engine does (:mod:`.continuation`); any one failing is :class:`Uncountable` (the engine may
+        render that one)."""
         variants = (False, True) if has_reasoning_content(body.get("messages")) else (False,)
-        renders = []
+        renders, continued = [], continues(body)
         for choice in choices:
             template, context_ = choice.template, choice.context(body)
-            formats = (False, True) if template.may_iterate_content else (False,)
+            formats = (True,) if self.parts_always else (False, True) if template.may_iterate_content else (False,)
             for openai_format, reasoning_content in itertools.product(formats, variants):
                 messages = conversation(body.get("messages"), openai_format, template.developer_role, reasoning_content)
-                renders.append(template.render_spans({**context_, "messages": messages}))
+                if not continued:
+                    renders.append(template.render_spans({**context_, "messages": messages}))
+                    continue
+                messages, final = tagged(messages, template.source)
+                renders.append(cut(template.render_spans({**context_, "messages": messages}), final))
         return renders
 
     def _completion(self, body: dict[str, Any]) -> tuple[list[str], int]:

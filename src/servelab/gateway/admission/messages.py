@@ -152,7 +152,8 @@ def _text(value: Any) -> str:
 
 
 def _tool_calls(calls: Any) -> list[dict[str, Any]]:
-    """Assistant tool calls with their arguments as objects (how templates are handed them)."""
+    """Assistant tool calls with their arguments as objects and their keys in the engine's order (how templates
+    are handed them)."""
     if not isinstance(calls, list):
         raise Uncountable("tool_calls is not a list")
     out: list[dict[str, Any]] = []
@@ -166,5 +167,15 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
                 arguments = loads_exact(arguments)
             except orjson.JSONDecodeError:
                 raise Uncountable("a tool call's arguments are not JSON") from None
-        out.append({**call, "function": {**function, "arguments": arguments}})
+        function = _declared({**function, "arguments": arguments}, FUNCTION_KEYS)
+        out.append(_declared({**call, "function": function}, TOOL_CALL_KEYS))
     return out
+
+
+TOOL_CALL_KEYS, FUNCTION_KEYS = ("id", "function", "type"), ("arguments", "name")  # vLLM's TypedDicts' order
+
+
+def _declared(item: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``item`` with its keys as vLLM's request validation rebuilds them: the declared ones in declaration order,
+    then the others as sent (a template's ``tojson`` prints them in that order)."""
+    return {**{k: item[k] for k in keys if k in item}, **{k: v for k, v in item.items() if k not in keys}}

@@ -3,8 +3,9 @@
 ``entrypoints/generate/base/protocol.py``), not as the client sent it.
 
 Rule: a field the engine's pydantic model validates reaches the template as the model re-serializes it, by the same
-coercions (pydantic's own validators, run here on the same types): ``add_generation_prompt``,
-``continue_final_message`` as booleans (``1`` is ``True``); ``documents`` as a list of string maps; each tool as
+coercions (pydantic's own validators, run here on the same types): ``add_generation_prompt`` as a boolean (``1`` is
+``True``; ``continue_final_message`` is validated alike but is the renderer's, not the template's: it never reaches
+the template, :mod:`.continuation`); ``documents`` as a list of string maps; each tool as
 ``ChatCompletionToolsParam.model_dump()`` gives it: ``{"type": "function", "function": {"name", "description",
 "parameters"[, "strict"][, "defer_loading"]}[, "defer_loading"]}``, extra keys dropped, ``strict``/``defer_loading``
 coerced to booleans and left out when null, and a tool's ``defer_loading`` copied into its function when the
@@ -20,7 +21,8 @@ from typing import Any, Literal
 
 from servelab.gateway.admission.errors import Uncountable
 
-FLAGS = (("add_generation_prompt", True), ("continue_final_message", False))
+FLAGS = (("add_generation_prompt", True),)  # handed to the template
+CONTINUE = "continue_final_message"  # the renderer's own parameter: never handed to the template (.continuation)
 RESERVED = frozenset({"strftime_now", "raise_exception"})  # the renderer's globals: a kwarg may not stand in
 
 
@@ -34,6 +36,11 @@ def context(body: dict[str, Any], kwargs: dict[str, Any], tools: list[dict[str, 
     for name, default in FLAGS:
         out[name] = _bool(body.get(name, default), name)
     return out
+
+
+def continues(body: dict[str, Any]) -> bool:
+    """Whether the request continues its final message (as the engine's model validates the flag)."""
+    return _bool(body.get(CONTINUE, False), CONTINUE)
 
 
 def tool_variants(body: dict[str, Any]) -> list[list[dict[str, Any]] | None]:

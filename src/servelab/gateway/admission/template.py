@@ -51,7 +51,9 @@ def _plain(value: Any) -> Any:
 
 
 def _generation_extension() -> type:
-    """``{% generation %}…{% endgeneration %}`` (assistant masks in training templates): rendered as its body."""
+    """``{% generation %}…{% endgeneration %}`` (assistant masks in training templates): compiled as transformers
+    compiles it, a call block whose body is a caller macro (inside it ``kwargs`` is ``{}`` and ``varargs`` ``()``,
+    as the engine's template sees them), rendered as that body."""
     from jinja2 import nodes
     from jinja2.ext import Extension
 
@@ -61,7 +63,10 @@ def _generation_extension() -> type:
         def parse(self, parser: Any) -> Any:
             lineno = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return nodes.Scope(body, lineno=lineno)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return str(caller())
 
     return Generation
 
