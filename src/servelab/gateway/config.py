@@ -32,6 +32,8 @@ class Upstream(_Finite):
     # local only: the engine's --chat-template-content-format ("auto", its default, or "string" count as vLLM's
     # detection; "openai": every template is handed each message's content as a list of parts, and counted so)
     chat_template_content_format: Literal["auto", "string", "openai"] = "auto"
+    # local only: the engine's --chat-template (a file or the template), which it renders every request with
+    chat_template: str | None = None
     # a pooled connection idle longer than this is closed, not reused: keep it under the upstream's own keep-alive
     # timeout (uvicorn's, vLLM's: 5 s), since a request written as the upstream closes cannot be sent again
     pool_idle_s: float = Field(default=4.0, ge=0.0)

@@ -23,19 +23,24 @@ async def load_counter(local: Upstream, client: HttpClient) -> tuple[TokenCounte
     """The counter, and whether that is settled (False: the engine did not answer /v1/models yet; ask again)."""
     if local.tokenizer:
         try:
-            folder = Path(local.tokenizer).expanduser()
-            return await asyncio.to_thread(TokenCounter.from_folder, folder, local.chat_template_content_format), True
+            return await _load(Path(local.tokenizer).expanduser(), local), True
         except Exception as exc:  # any failure to load the folder the user named stops the start
             raise UsageError(f"local.tokenizer {local.tokenizer}: cannot load it: {exc}") from None
-    answered, folder = await _served_root(client)
-    if folder is None:
+    answered, root = await _served_root(client)
+    if root is None:
         return None, answered
     try:
-        return await asyncio.to_thread(TokenCounter.from_folder, folder, local.chat_template_content_format), True
+        return await _load(root, local), True
     except Exception as exc:  # a folder we only guessed at: the engine's /tokenize counts instead
-        print(f"servelab gateway: {folder} did not load ({exc}); counting with the engine's /tokenize",
+        print(f"servelab gateway: {root} did not load ({exc}); counting with the engine's /tokenize",
               file=sys.stderr)  # fmt: skip
         return None, True
+
+
+async def _load(folder: Path, local: Upstream) -> TokenCounter:
+    """The folder's counter for an engine started with the render flags the config mirrors."""
+    return await asyncio.to_thread(TokenCounter.from_folder, folder, local.chat_template_content_format,
+                                   local.chat_template)  # fmt: skip
 
 
 async def _served_root(client: HttpClient) -> tuple[bool, Path | None]:

@@ -187,3 +187,31 @@ def test_a_server_forced_openai_content_format_is_counted(model_folder: Path, tm
     figure, truth = _figure(folder, body, "openai"), _engine_chat_openai_format(folder, body)
     _assert_not_below(figure, truth)
     assert figure.method == "exact" and figure.tokens == truth  # that format alone, exactly
+
+
+# ---- 6. the same class: the engine's --chat-template replaces the folder's ---------------------------------------
+def test_the_engines_own_chat_template_is_counted_once_declared(model_folder: Path, tmp_path: Path) -> None:
+    """An engine started with ``--chat-template FILE`` renders every request (tools or not) with FILE, not the
+    folder's templates. Declared (``[local] chat_template``), the count renders FILE alone; the truth is the engine's
+    count with FILE in its folder."""
+    import asyncio as _asyncio
+
+    from servelab.gateway.config import Upstream
+    from servelab.gateway.tokenizer import load_counter
+
+    served = tmp_path / "served.jinja"
+    served.write_text(RECAP)  # prints the final message twice: more than the folder's own template
+    folder = copy_folder(tmp_path, model_folder, "plain")
+    truth_folder = _folder(tmp_path, model_folder, "as_served", RECAP)
+    turns = [{"role": "user", "content": "hi " * 300}, {"role": "user", "content": "yo " * 300}]
+    body = {"model": "m", "messages": turns, "tools": [{"type": "function", "function": {"name": "f"}}]}
+    counter, settled = _asyncio.run(
+        load_counter(Upstream(url="http://127.0.0.1:9", tokenizer=str(folder), chat_template=str(served)), None)
+    )  # type: ignore[arg-type]
+    assert settled and counter is not None and counter.templates is not None
+    assert (
+        [t.source for t in counter.templates.pick(True)] == [RECAP] == [t.source for t in counter.templates.pick(False)]
+    )
+    raw = json.dumps(body).encode()
+    figure = _asyncio.run(Admission(counter, _never, LONG_FIGURE, 0, LONG_AT).figure(CHAT, orjson.loads(raw), raw))
+    assert figure.method == "exact" and figure.tokens == _engine_chat(truth_folder, body)

@@ -81,12 +81,12 @@ class TokenCounter:
         self.added_tokens = AddedTokens(tokenizer)
 
     @classmethod
-    def from_folder(cls, folder: Path, content_format: str = "auto") -> TokenCounter:
+    def from_folder(cls, folder: Path, content_format: str = "auto", chat_template: str | None = None) -> TokenCounter:
         """From a Hugging Face model folder, as the engine reads it (:func:`.folder.load`), for an engine started
-        with ``--chat-template-content-format content_format``; a folder the engine's tokenizer or templates cannot
-        be read from as the engine reads them is a :class:`TemplateError` (the caller falls back to the engine's own
-        count)."""
-        loaded = load(folder)
+        with ``--chat-template-content-format content_format`` (and ``--chat-template chat_template``, which replaces
+        the folder's templates); a folder the engine's tokenizer or templates cannot be read from as the engine reads
+        them is a :class:`TemplateError` (the caller falls back to the engine's own count)."""
+        loaded = load(folder, chat_template)
         return cls(loaded.tokenizer, loaded.templates, content_format)
 
     # ---- the two endpoints -------------------------------------------------------------------------------

@@ -37,8 +37,10 @@ class Folder(NamedTuple):
     source: str  # "transformers" or "tokenizer.json"
 
 
-def load(folder: Path) -> Folder:
-    """The folder's tokenizer and templates, as the engine builds them (see the module's rule)."""
+def load(folder: Path, chat_template: str | None = None) -> Folder:
+    """The folder's tokenizer and templates, as the engine builds them (see the module's rule); ``chat_template``:
+    the engine's ``--chat-template`` (a file, or the template itself), which vLLM renders every request with in
+    place of the folder's."""
     if not (folder / "tokenizer.json").is_file():
         raise TemplateError(f"{folder} has no tokenizer.json")
     config = read_json(folder / "tokenizer_config.json")
@@ -52,7 +54,15 @@ def load(folder: Path) -> Folder:
         tokenizer, special = _checked_tokenizer(folder, config), special_tokens(folder, config)
     tokenizer.no_truncation()  # transformers' call turns both off unless asked (vLLM's count is not cut short)
     tokenizer.no_padding()
-    return Folder(tokenizer, _compile(folder, sources, special), "transformers" if engine else "tokenizer.json")
+    templates = _compile(folder, sources, special) if chat_template is None else _given(chat_template, special)
+    return Folder(tokenizer, templates, "transformers" if engine else "tokenizer.json")
+
+
+def _given(chat_template: str, special: dict[str, str]) -> TemplateSet:
+    """The server's own template, as vLLM's ``load_chat_template`` reads the flag: a file's text, else the string."""
+    path = Path(chat_template).expanduser()
+    source = path.read_text() if path.is_file() else chat_template
+    return TemplateSet({"default": ChatTemplate(source, special)})
 
 
 def _compile(folder: Path, sources: dict[str, str], special: dict[str, str]) -> TemplateSet | None:
