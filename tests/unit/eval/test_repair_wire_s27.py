@@ -310,3 +310,11 @@ def test_a_short_fraction_is_cheap_to_decode() -> None:
     with contextlib.suppress(WireError):
         decode({"$": "fraction", "v": "1e7000000"}, lambda tag: None)
     assert time.monotonic() - start < 1.0
+
+
+def test_a_docstring_and_the_names_are_the_package_s(pkg: Any, plain: Any) -> None:
+    """The stand-in's own docstring once answered ``__doc__`` for every object ("every method is documented"
+    passed undocumented code), and ``dir()`` saw only the stand-in."""
+    assert pkg.NoDoc().method.__doc__ is None and plain.NoDoc().method.__doc__ is None
+    assert pkg.Session.__doc__ == plain.Session.__doc__
+    assert "Session" in dir(pkg) and "method" in dir(pkg.NoDoc())

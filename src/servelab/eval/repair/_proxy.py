@@ -154,6 +154,14 @@ class Remote:
         object.__setattr__(self, "_id", number)
         object.__setattr__(self, "_name", name)
 
+    @property
+    def __doc__(self) -> Any:  # type: ignore[override]  # the package's docstring, not this class's
+        return self._ask("getattr", name="__doc__")
+
+    def __dir__(self) -> list[str]:
+        names = self._ask("dir")
+        return [n for n in names if type(n) is str] if type(names) is list else []
+
     def _ask(self, op: str, **fields: Any) -> Any:
         link: Link = object.__getattribute__(self, "_link")
         sent = {k: _send(link, v) for k, v in fields.items()}
@@ -224,6 +232,9 @@ class RemoteModule(types.ModuleType):
             raise AttributeError(name)
         remote = self.__dict__["__remote__"]
         return getattr(remote, name)
+
+    def __dir__(self) -> list[str]:
+        return dir(self.__dict__["__remote__"])
 
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

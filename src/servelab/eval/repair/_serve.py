@@ -128,6 +128,8 @@ def answer(objects: Objects, request: dict[str, Any]) -> Any:
         return len(target)
     if op == "bool":
         return bool(target)
+    if op == "dir":
+        return [str(name) for name in dir(target)][:MAX_ITEMS]
     raise WireError(f"no operation {str(op)[:40]!r}")
 
 
