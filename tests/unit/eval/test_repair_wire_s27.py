@@ -318,3 +318,24 @@ def test_a_docstring_and_the_names_are_the_package_s(pkg: Any, plain: Any) -> No
     assert pkg.NoDoc().method.__doc__ is None and plain.NoDoc().method.__doc__ is None
     assert pkg.Session.__doc__ == plain.Session.__doc__
     assert "Session" in dir(pkg) and "method" in dir(pkg.NoDoc())
+
+
+def test_an_environment_variable_set_by_the_test_reaches_the_package(pkg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOP_CURRENCY", "EUR")
+    assert pkg.currency() == "EUR"
+    monkeypatch.delenv("SHOP_CURRENCY")
+    assert pkg.currency() != "EUR"
+
+
+def test_seeding_random_makes_the_package_repeatable(pkg: Any) -> None:
+    import random
+
+    random.seed(7)
+    first = [pkg.roll() for _ in range(3)]
+    random.seed(7)
+    assert [pkg.roll() for _ in range(3)] == first
+    one_process = random.Random(7)
+    one_process.randint(1, 10**9)
+    random.seed(7)
+    pkg.roll()
+    assert random.random() == one_process.random()  # the test's next draw continues the stream the package drew from

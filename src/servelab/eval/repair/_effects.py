@@ -9,8 +9,10 @@ The rules it keeps:
   before the answer is returned or raised (a warning turned into an error is what the test sees).
 - A warning's category is rebuilt as an exception class is (:mod:`._errors`); its message is text.
 - Bounded: at most ``MAX_EFFECT_CHARS`` of each stream and ``MAX_WARNINGS`` warnings a request.
-Not carried: writes to the file descriptors themselves, logging records (``caplog``), the environment, the random
-state, the working folder.
+- The environment's changes and the ``random`` module's state are kept in step both ways (:class:`ProcessState`):
+  ``monkeypatch.setenv`` and ``random.seed`` in a test reach the package, and what the package sets reaches the
+  test.
+Not carried: writes to the file descriptors themselves, logging records (``caplog``), the working folder.
 
 Standard library only; inside the sandbox this source follows _wire's in one ``python -c`` program.
 """
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import random
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -75,3 +79,59 @@ def replay(effects: tuple[str, str, list[tuple[str, type[Warning], str, int]]]) 
         sys.stderr.write(err)
     for text, category, filename, lineno in warned:
         warnings.warn_explicit(text, category, filename, lineno)
+
+
+class ProcessState:
+    """The process state a test and its package share in one process, kept in step at every message: the
+    environment's changes since the grading started (set and removed names; each side applies them to its own
+    start, so neither sees the other's start) and the ``random`` module's state. Each message carries what changed
+    since the last one crossed; the receiver applies it before anything else."""
+
+    def __init__(self) -> None:
+        self.start = dict(os.environ)
+        self.env: dict[str, Any] | None = None  # the changes as they last crossed
+        self.random: Any = None
+
+    def outgoing(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        env = {"set": {k: v for k, v in os.environ.items() if self.start.get(k) != v},
+               "unset": sorted(k for k in self.start if k not in os.environ)}  # fmt: skip
+        if env != self.env and (self.env is not None or env != {"set": {}, "unset": []}):
+            out["env"] = self.env = env
+        state = random.getstate()
+        if state != self.random:
+            out["random"], self.random = [state[0], list(state[1]), state[2]], state
+        return out
+
+    def incoming(self, data: Any) -> None:
+        """Apply what the other side sent (:class:`WireError` for anything that is not such state)."""
+        if type(data) is not dict:
+            raise WireError("process state that is not a map")
+        if "env" in data:
+            env = data["env"]
+            names = env.get("set") if type(env) is dict else None
+            unset = env.get("unset") if type(env) is dict else None
+            if type(names) is not dict or type(unset) is not list or not all(
+                type(k) is str and type(v) is str for k, v in names.items()
+            ) or not all(type(k) is str for k in unset):  # fmt: skip
+                raise WireError("an environment that is not names and text")
+            merged = {k: v for k, v in {**self.start, **names}.items() if k not in unset}
+            try:
+                os.environ.clear()
+                os.environ.update(merged)
+            except (ValueError, OSError) as exc:  # a name the platform refuses (an "=", a NUL)
+                raise WireError(f"an environment this process cannot hold: {exc}") from None
+            self.env = {"set": names, "unset": unset}
+        if "random" in data:
+            self.random = _random_state(data["random"])
+            random.setstate(self.random)
+
+
+def _random_state(raw: Any) -> tuple[Any, ...]:
+    """``random.getstate()``'s shape: version 3, 625 words (the last the position), the cached gauss or None."""
+    ok = type(raw) is list and len(raw) == 3 and raw[0] == 3 and type(raw[1]) is list and len(raw[1]) == 625
+    if not ok or not all(type(w) is int and 0 <= w < 1 << 32 for w in raw[1]) or raw[1][-1] > 624:
+        raise WireError("a random state that is not the random module's")
+    if raw[2] is not None and type(raw[2]) is not float:
+        raise WireError("a random state whose gauss is not a float")
+    return (3, tuple(raw[1]), raw[2])

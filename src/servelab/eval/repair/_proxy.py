@@ -31,7 +31,7 @@ import time
 import types
 from typing import Any
 
-from servelab.eval.repair._effects import checked, replay  # servelab: inlined
+from servelab.eval.repair._effects import ProcessState, checked, replay  # servelab: inlined
 from servelab.eval.repair._errors import Errors  # servelab: inlined
 from servelab.eval.repair._shared import Shared  # servelab: inlined
 from servelab.eval.repair._wire import (  # servelab: inlined
@@ -61,6 +61,7 @@ class Link:
         self.remotes: dict[int, Remote] = {}  # handle number -> its one stand-in
         self.shared = Shared(parity=0)  # the mutable containers that crossed (this side numbers them even)
         self.forgotten: list[int] = []  # numbers forgotten here, not yet told to the package's process
+        self.process = ProcessState()  # the environment's changes and random's state, in step with the package's
 
     def ask(self, request: dict[str, Any]) -> Any:
         """One request (its values encoded with :func:`_send`), with what the package's process must forget and
@@ -71,6 +72,7 @@ class Link:
         request["forget"] = self.forgotten
         request["state"] = self.shared.changes(lambda value, kind: contents(value, kind, self._as_ref, False,
                                                                             self.shared))  # fmt: skip
+        request["process"] = self.process.outgoing()
         data = dumps(request)
         self.requests += 1
         try:
@@ -90,6 +92,7 @@ class Link:
         error: BaseException | None = None
         try:
             self.shared.apply(message.get("state", []), lambda content: decode(content, self._ref))
+            self.process.incoming(message.get("process", {}))
             effects = checked(message, self.errors)
             if "raise" in message:
                 error = self.errors.instance(message["raise"], lambda data: decode(data, self._ref))

@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from servelab.eval.repair._effects import recorded  # servelab: inlined
+from servelab.eval.repair._effects import ProcessState, recorded  # servelab: inlined
 from servelab.eval.repair._errors import MAX_TEXT_CHARS, attr_name  # servelab: inlined
 from servelab.eval.repair._shared import Shared  # servelab: inlined
 from servelab.eval.repair._wire import (  # servelab: inlined
@@ -48,6 +48,7 @@ class Objects:
         self.items: list[Any] = []
         self.index: dict[int, int] = {}
         self.shared = Shared(parity=1)  # the mutable containers that crossed (this side numbers them odd)
+        self.process = ProcessState()  # the environment's changes and random's state, in step with the test's
 
     def handle(self, value: Any) -> dict[str, Any]:
         if isinstance(value, type) and issubclass(value, BaseException):
@@ -139,6 +140,7 @@ def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
     shared = objects.shared
     shared.forget(request.get("forget", []))
     shared.apply(request.get("state", []), lambda content: decode(content, objects.resolve))
+    objects.process.incoming(request.get("process", {}))
     effects: dict[str, Any] = {}
     with recorded(effects, lineage):
         try:
@@ -146,6 +148,7 @@ def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
         except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
             out = {"raise": described(exc)}
     out["state"] = shared.changes(lambda value, kind: contents(value, kind, objects.handle, True, shared))
+    out["process"] = objects.process.outgoing()
     return out | effects
 
 
