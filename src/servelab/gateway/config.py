@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,6 +34,8 @@ class Upstream(_Finite):
     chat_template_content_format: Literal["auto", "string", "openai"] = "auto"
     # local only: the engine's --chat-template (a file or the template), which it renders every request with
     chat_template: str | None = None
+    # local only: the engine's --default-chat-template-kwargs (e.g. {enable_thinking = false}), beneath a request's own
+    default_chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     # a pooled connection idle longer than this is closed, not reused: keep it under the upstream's own keep-alive
     # timeout (uvicorn's, vLLM's: 5 s), since a request written as the upstream closes cannot be sent again
     pool_idle_s: float = Field(default=4.0, ge=0.0)

@@ -40,7 +40,7 @@ async def load_counter(local: Upstream, client: HttpClient) -> tuple[TokenCounte
 async def _load(folder: Path, local: Upstream) -> TokenCounter:
     """The folder's counter for an engine started with the render flags the config mirrors."""
     return await asyncio.to_thread(TokenCounter.from_folder, folder, local.chat_template_content_format,
-                                   local.chat_template)  # fmt: skip
+                                   local.chat_template, local.default_chat_template_kwargs)  # fmt: skip
 
 
 async def _served_root(client: HttpClient) -> tuple[bool, Path | None]:

@@ -215,3 +215,29 @@ def test_the_engines_own_chat_template_is_counted_once_declared(model_folder: Pa
     raw = json.dumps(body).encode()
     figure = _asyncio.run(Admission(counter, _never, LONG_FIGURE, 0, LONG_AT).figure(CHAT, orjson.loads(raw), raw))
     assert figure.method == "exact" and figure.tokens == _engine_chat(truth_folder, body)
+
+
+# ---- 7. the same class: the engine's --default-chat-template-kwargs -------------------------------------------
+THINKING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+            "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is defined and "
+            "enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}")  # fmt: skip
+
+
+def test_the_engines_default_template_kwargs_are_counted_beneath_the_requests(
+    model_folder: Path, tmp_path: Path
+) -> None:
+    """``--default-chat-template-kwargs '{"enable_thinking": false}'`` (Qwen3 served without thinking): the template
+    prints an empty think block the folder alone never shows. Declared (``[local] default_chat_template_kwargs``),
+    it is a kwarg beneath the request's own, as vLLM merges them; the truth is the engine's count of the request with
+    that kwarg given."""
+    folder = _folder(tmp_path, model_folder, "thinking", THINKING)
+    counter = TokenCounter.from_folder(folder, default_kwargs={"enable_thinking": False})
+    plain = {"model": "m", "messages": [{"role": "user", "content": "hi " * 50}]}
+    overriding = {**plain, "chat_template_kwargs": {"enable_thinking": True}}
+    for body, as_engine in ((plain, {**plain, "chat_template_kwargs": {"enable_thinking": False}}),
+                            (overriding, overriding)):  # fmt: skip
+        raw = json.dumps(body).encode()
+        figure = asyncio.run(Admission(counter, _never, LONG_FIGURE, 0, LONG_AT).figure(CHAT, orjson.loads(raw), raw))
+        assert figure.method == "exact" and figure.tokens == _engine_chat(folder, as_engine), body
+    with pytest.raises(Exception, match="changes how the prompt is made"):
+        TokenCounter.from_folder(folder, default_kwargs={"add_generation_prompt": False})

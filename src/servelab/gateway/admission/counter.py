@@ -32,7 +32,7 @@ import orjson
 from servelab.gateway.admission.clock import extra_bytes
 from servelab.gateway.admission.continuation import cut, tagged
 from servelab.gateway.admission.errors import Uncountable
-from servelab.gateway.admission.fields import check_fields
+from servelab.gateway.admission.fields import check_fields, template_kwargs
 from servelab.gateway.admission.folder import load
 from servelab.gateway.admission.messages import conversation, has_reasoning_content
 from servelab.gateway.admission.regions import AddedTokens, clocked_tokens
@@ -64,12 +64,18 @@ class TokenCounter:
     """The local engine's tokenizer (``tokenizers``) and chat templates, loaded from its model folder."""
 
     def __init__(
-        self, tokenizer: Any, templates: ChatTemplate | TemplateSet | None, content_format: str = "auto"
+        self,
+        tokenizer: Any,
+        templates: ChatTemplate | TemplateSet | None,
+        content_format: str = "auto",
+        default_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if isinstance(templates, ChatTemplate):
             templates = TemplateSet({"default": templates})
         self.tokenizer, self.templates = tokenizer, templates
         self.parts_always = content_format == "openai"  # the engine's --chat-template-content-format openai
+        # the engine's --default-chat-template-kwargs: beneath the request's own (a key of the call refused here)
+        self.default_kwargs = template_kwargs(default_kwargs or {}, None)
         self.template = templates.default if templates is not None else None  # the one a request without tools gets
         spec = _spec(tokenizer)  # the tokenizer's JSON, read once
         self.byte_bound = _is_byte_level(spec)
@@ -81,13 +87,19 @@ class TokenCounter:
         self.added_tokens = AddedTokens(tokenizer)
 
     @classmethod
-    def from_folder(cls, folder: Path, content_format: str = "auto", chat_template: str | None = None) -> TokenCounter:
+    def from_folder(
+        cls,
+        folder: Path,
+        content_format: str = "auto",
+        chat_template: str | None = None,
+        default_kwargs: dict[str, Any] | None = None,
+    ) -> TokenCounter:
         """From a Hugging Face model folder, as the engine reads it (:func:`.folder.load`), for an engine started
         with ``--chat-template-content-format content_format`` (and ``--chat-template chat_template``, which replaces
         the folder's templates); a folder the engine's tokenizer or templates cannot be read from as the engine reads
         them is a :class:`TemplateError` (the caller falls back to the engine's own count)."""
         loaded = load(folder, chat_template)
-        return cls(loaded.tokenizer, loaded.templates, content_format)
+        return cls(loaded.tokenizer, loaded.templates, content_format, default_kwargs)
 
     # ---- the two endpoints -------------------------------------------------------------------------------
     def count(self, path: str, body: dict[str, Any], bound_max: int, long_at: int | None = None) -> Count:
@@ -135,7 +147,9 @@ class TokenCounter:
         choices = []
         for tools in tool_variants(body):
             for template in self.templates.pick(tools is not None):
-                choices.append(Choice(template, check_fields(True, body, template.variables), tools))
+                given = check_fields(True, body, template.variables)
+                defaults = {k: v for k, v in self.default_kwargs.items() if k in template.variables}
+                choices.append(Choice(template, {**defaults, **given}, tools))
         return choices
 
     def _affine(self, body: dict[str, Any], choices: list[Choice], bound_max: int, long_at: int | None) -> Count | None:
