@@ -6,9 +6,6 @@ the sandbox is not what is tested), and compares what the test sees."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ from hypothesis import strategies as st
 from servelab.eval.repair._proxy import Link, PackageError, remote_module
 from servelab.eval.repair._shared import Shared
 from servelab.eval.repair._wire import WireError
-from servelab.eval.repair.session import SERVE
+from tests.unit.eval.test_repair_wire import _served
 
 PACKAGE = '''
 import collections
@@ -98,19 +95,6 @@ def broken_then_raise(values):
     values.append("partial")
     raise ValueError("stopped half way")
 '''
-
-
-def _served(root: Path) -> Iterator[Link]:
-    requests, answers = os.pipe(), os.pipe()
-    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", SERVE, str(root), str(requests[0]),
-                             str(answers[1])], pass_fds=(requests[0], answers[1]))  # fmt: skip
-    os.close(requests[0])
-    os.close(answers[1])
-    yield Link(requests[1], answers[0], timeout_s=60)
-    os.close(requests[1])
-    os.close(answers[0])
-    proc.kill()
-    proc.wait()
 
 
 def _local() -> Any:

@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from servelab.eval.repair._proxy import remote_module
-from tests.unit.eval.test_repair_aliasing import _served
+from tests.unit.eval.test_repair_wire import _served
 
 BUILTINS = ["Exception", "LookupError", "ValueError", "KeyError", "ArithmeticError", "SystemExit"]
 

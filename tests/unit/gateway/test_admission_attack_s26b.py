@@ -15,20 +15,17 @@ Classes:
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
-from servelab.gateway.admission import CHAT, TemplateError, TokenCounter
-from servelab.gateway.estimate import Admission
+from servelab.gateway.admission import TemplateError, TokenCounter
 from tests.fixtures.vllm_truth import engine_count
-from tests.unit.gateway.model_folders import copy_folder
+from tests.unit.gateway.model_folders import LONG_AT, copy_folder, figure
+from tests.unit.gateway.model_folders import assert_not_below as _assert_not_below
 
-LONG_AT, LONG_FIGURE = 8000, 16001
 MESSAGES = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # fmt: skip
 
@@ -43,21 +40,7 @@ def _engine_chat(folder: Path, body: dict[str, Any]) -> int:
 
 
 def _figure(folder: Path, body: dict[str, Any]) -> Any:
-    """The gateway's figure for ``body`` as its handler computes it (the raw bytes parsed by orjson)."""
-    raw = json.dumps(body).encode()
-    admission = Admission(TokenCounter.from_folder(folder), _never, LONG_FIGURE, 1024, LONG_AT)
-    return asyncio.run(admission.figure(CHAT, orjson.loads(raw), raw))
-
-
-async def _never(body: dict[str, Any]) -> int | None:
-    raise AssertionError("counted in process")
-
-
-def _assert_not_below(figure: Any, truth: int) -> None:
-    assert figure.method == "uncounted" or figure.tokens >= truth, (
-        f"admitted at {figure.tokens} ({figure.method}) but the engine prefills {truth} tokens"
-        + (f"; threshold {LONG_AT}: routed local though long" if figure.tokens <= LONG_AT < truth else "")
-    )
+    return figure(TokenCounter.from_folder(folder), body)
 
 
 # ---- 1. a template that reads back its own output sees the clock's marker, not a date ----------------------------

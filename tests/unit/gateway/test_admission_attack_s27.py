@@ -37,9 +37,9 @@ import pytest
 from servelab.gateway.admission import CHAT, TokenCounter
 from servelab.gateway.estimate import Admission
 from tests.fixtures.vllm_truth import engine_count
-from tests.unit.gateway.model_folders import copy_folder
-
-LONG_AT, LONG_FIGURE = 8000, 16001
+from tests.unit.gateway.model_folders import LONG_AT, LONG_FIGURE, copy_folder, figure
+from tests.unit.gateway.model_folders import assert_not_below as _assert_not_below
+from tests.unit.gateway.model_folders import never as _never
 
 
 def _engine_chat(folder: Path, body: dict[str, Any]) -> int:
@@ -51,20 +51,7 @@ def _engine_chat(folder: Path, body: dict[str, Any]) -> int:
 
 
 def _figure(folder: Path, body: dict[str, Any], content_format: str = "auto") -> Any:
-    raw = json.dumps(body).encode()
-    admission = Admission(TokenCounter.from_folder(folder, content_format), _never, LONG_FIGURE, 1024, LONG_AT)
-    return asyncio.run(admission.figure(CHAT, orjson.loads(raw), raw))
-
-
-async def _never(body: dict[str, Any]) -> int | None:
-    raise AssertionError("counted in process")
-
-
-def _assert_not_below(figure: Any, truth: int) -> None:
-    assert figure.method == "uncounted" or figure.tokens >= truth, (
-        f"admitted at {figure.tokens} ({figure.method}) but the engine prefills {truth} tokens"
-        + (f"; threshold {LONG_AT}: routed local though long" if figure.tokens <= LONG_AT < truth else "")
-    )
+    return figure(TokenCounter.from_folder(folder, content_format), body)
 
 
 def _folder(tmp_path: Path, model_folder: Path, name: str, template: str) -> Path:
