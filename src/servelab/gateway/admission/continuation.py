@@ -42,13 +42,25 @@ def tagged(messages: list[dict[str, Any]], source: str) -> tuple[list[dict[str, 
     return [*messages[:-1], final], text
 
 
-def cut(rendered: Rendered, final: str) -> Rendered:
-    """The render as the engine keeps it: up to the tag's last occurrence."""
+def cut(rendered: Rendered, final: str) -> list[Rendered]:
+    """The render as the engine keeps it: up to the tag's last occurrence. Which of transformers' two cuts applies
+    depends on the character after the tag; where a ``strftime_now`` output prints it, that differs by date, and
+    both cuts are given (the larger count is kept)."""
     text = rendered.text
     if final.strip() not in text or TAG.strip() not in text:
         raise Uncountable("the template dropped the continued message (the engine answers 400)")
     at = text.rindex(TAG.strip())
-    kept = text[:at] if text[at : at + len(TAG)] == TAG else text[:at].rstrip()
+    after = at + len(TAG) - 1  # the character that decides: the tag's own space, or what the template put there
+    dated = any(span.start <= after < span.end for span in rendered.clock)
+    keeps = (
+        [text[:at], text[:at].rstrip()]
+        if dated
+        else [text[:at] if text[at : at + len(TAG)] == TAG else text[:at].rstrip()]
+    )
+    return [_kept(rendered, kept) for kept in keeps]
+
+
+def _kept(rendered: Rendered, kept: str) -> Rendered:
     if any(span.start < len(kept) < span.end for span in rendered.clock):
         raise Uncountable("the continued message is cut inside a strftime_now output")
     return Rendered(kept, tuple(span for span in rendered.clock if span.end <= len(kept)))

@@ -196,7 +196,7 @@ class TokenCounter:
                     renders.append(template.render_spans({**context_, "messages": messages}))
                     continue
                 messages, final = tagged(messages, template.source)
-                renders.append(cut(template.render_spans({**context_, "messages": messages}), final))
+                renders += cut(template.render_spans({**context_, "messages": messages}), final)
         return renders
 
     def _completion(self, body: dict[str, Any]) -> tuple[list[str], int]:

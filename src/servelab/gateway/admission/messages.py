@@ -18,6 +18,12 @@ import orjson
 from servelab.gateway.admission.errors import Uncountable
 from servelab.gateway.admission.numbers import loads_exact
 
+BILLING_HEADER = "x-anthropic-billing-header"  # Claude Code's attribution line, dropped from system text by vLLM
+# the keys vLLM knows on a content part (renderers/chat_utils.py, _KNOWN_CONTENT_PART_FIELDS): any other key of a text
+# part reaches the template after "type" and "text", these never do
+KNOWN_PART_KEYS = frozenset({"audio_embeds", "audio_url", "closed", "data", "file", "image_embeds", "image_pil",
+                             "image_url", "input_audio", "name", "prompt_cache_breakpoint", "refusal", "text",
+                             "thinking", "type", "uuid", "video_embeds", "video_url"})  # fmt: skip
 TEXT_KEYS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal", "thinking": "thinking"}
 SKIPPED_WHEN_NONE = ("text", "refusal")
 # keys by which vLLM takes a part as media whatever its type says (a part with a uuid is classed by its keys)
@@ -74,7 +80,10 @@ def _message(message: Any, openai_format: bool, developer_role: bool, reasoning_
     role: str = message["role"]
     if role == "developer" and not developer_role:
         role = "system"
-    out: dict[str, Any] = {"role": role, "content": _content(message.get("content"), openai_format, role)}
+    content = message.get("content")
+    if message["role"] == "system":  # as sent: a developer message turned system later is not stripped
+        content = _without_billing_header(content)
+    out: dict[str, Any] = {"role": role, "content": _content(content, openai_format, role)}
     if role == "assistant":
         _assistant(message, out, reasoning_content)
     elif role == "tool" and "tool_call_id" in message:  # whatever its value, None included
@@ -85,6 +94,23 @@ def _message(message: Any, openai_format: bool, developer_role: bool, reasoning_
     if role == "developer":
         out["tools"] = message.get("tools")
     return out
+
+
+def _without_billing_header(content: Any) -> Any:
+    """vLLM's ``_strip_claude_code_billing_header`` on a system message: a text starting with the header loses its
+    first line, and the part goes where nothing follows (a template may branch on the text left)."""
+    parts = [content] if isinstance(content, str) else content
+    if not isinstance(parts, list):
+        return content
+    out: list[Any] = []
+    for part in parts:
+        text = part if isinstance(part, str) else part.get("text") if isinstance(part, dict) and part.get(
+            "type") == "text" else None  # fmt: skip
+        if not (isinstance(text, str) and text.startswith(BILLING_HEADER)):
+            out.append(part)
+        elif rest := text.partition("\n")[2]:
+            out.append(rest if isinstance(part, str) else {**part, "text": rest})
+    return content if out == parts and isinstance(content, str) else out
 
 
 def _assistant(message: dict[str, Any], out: dict[str, Any], reasoning_content: bool) -> None:
@@ -137,8 +163,8 @@ def _part(part: Any) -> dict[str, Any] | None:
     value = part.get(TEXT_KEYS[kind])
     if value is None and kind in SKIPPED_WHEN_NONE:
         return None
-    extra = {k: v for k, v in part.items() if k not in ("type", TEXT_KEYS[kind])}
-    return {**extra, "type": "text", "text": _text(value)}
+    extra = {k: v for k, v in part.items() if k not in KNOWN_PART_KEYS}
+    return {"type": "text", "text": _text(value), **extra}  # vLLM's order: its two keys, then the others as sent
 
 
 def _texts(parts: list[dict[str, Any]]) -> list[str]:
@@ -161,18 +187,26 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             raise Uncountable("a tool call has no function object")
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = loads_exact(arguments)
-            except orjson.JSONDecodeError:
-                raise Uncountable("a tool call's arguments are not JSON") from None
-        function = _declared({**function, "arguments": arguments}, FUNCTION_KEYS)
+        function = _declared({**function, "arguments": _arguments(function.get("arguments"))}, FUNCTION_KEYS)
         out.append(_declared({**call, "function": function}, TOOL_CALL_KEYS))
     return out
 
 
 TOOL_CALL_KEYS, FUNCTION_KEYS = ("id", "function", "type"), ("arguments", "name")  # vLLM's TypedDicts' order
+
+
+def _arguments(given: Any) -> dict[str, Any]:
+    """A call's arguments as vLLM hands them to the template (``_postprocess_messages``): an object as it is; a
+    string decoded; anything empty, undecodable or that is not an object decoded as ``{}``."""
+    if not given:
+        return {}
+    parsed = given
+    if isinstance(given, str):
+        try:
+            parsed = loads_exact(given)
+        except orjson.JSONDecodeError:
+            return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def _declared(item: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
