@@ -23,6 +23,7 @@ import contextlib
 import io
 import os
 import random
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -36,49 +37,110 @@ MAX_WARNINGS = 100
 
 
 @contextlib.contextmanager
-def recorded(into: dict[str, Any], lineage: Callable[[type], list[list[Any]]]) -> Iterator[None]:
-    """The package's side: what runs inside is recorded into ``into`` (``out``, ``err``, ``warnings``)."""
-    out, err = io.StringIO(), io.StringIO()
+def recorded(into: dict[str, Any], lineage: Callable[[type], list[list[Any]]], root: str) -> Iterator[None]:
+    """The package's side: what runs inside is recorded into ``into`` (``out``, ``err``, ``warnings``; a warning
+    by where it was raised in the package's tree, ``root``, and its module, or as raised outside the package)."""
+    out, err = _stream(), _stream()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
         warnings.simplefilter("always")
         with contextlib.redirect_stderr(err):
             try:
                 yield
             finally:
-                into["out"], into["err"] = out.getvalue()[:MAX_EFFECT_CHARS], err.getvalue()[:MAX_EFFECT_CHARS]
+                into["out"], into["err"] = _captured(out), _captured(err)
                 into["warnings"] = [
                     {"category": lineage(w.category), "message": str(w.message)[:MAX_EFFECT_CHARS],
-                     "filename": str(w.filename)[:500], "lineno": int(w.lineno or 0)}
+                     **_where(str(w.filename), root), "lineno": int(w.lineno or 0)}
                     for w in caught[:MAX_WARNINGS]
                 ]  # fmt: skip
 
 
-def checked(message: dict[str, Any], errors: Errors) -> tuple[str, str, list[tuple[str, type[Warning], str, int]]]:
+def _stream() -> io.TextIOWrapper:
+    """A text stream as a real ``sys.stdout`` is (``.buffer``, ``.encoding``, ``reconfigure``)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
+
+
+def _captured(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer.getvalue()  # type: ignore[attr-defined]
+    return str(raw.decode("utf-8", "replace"))[:MAX_EFFECT_CHARS]
+
+
+def _where(filename: str, root: str) -> dict[str, Any]:
+    """A file of the package's tree by its path there and its module; anything else (servelab's loop, the standard
+    library) as outside the package."""
+    inside = os.path.realpath(filename)
+    base = os.path.realpath(root)
+    if not inside.startswith(base + os.sep) or not inside.endswith(".py"):
+        return {"where": None, "module": None}
+    rel = os.path.relpath(inside, base)
+    module = rel[: -len(".py")].replace(os.sep, ".").removesuffix(".__init__")
+    return {"where": rel[:500], "module": module[:200]}
+
+
+Warned = tuple[str, type[Warning], str | None, str | None, int]
+
+
+def checked(message: dict[str, Any], errors: Errors) -> tuple[str, str, list[Warned]]:
     """The test's side: the effects an answer carries, checked (:class:`WireError` for anything else)."""
     out, err, said = message.get("out", ""), message.get("err", ""), message.get("warnings", [])
     if type(out) is not str or type(err) is not str or type(said) is not list or len(said) > MAX_WARNINGS:
         raise WireError("effects that are not text and a short list")
     warned = []
     for w in said:
-        if type(w) is not dict or type(w.get("message")) is not str or type(w.get("filename")) is not str:
+        if type(w) is not dict or type(w.get("message")) is not str or type(w.get("lineno")) is not int:
             raise WireError("a warning without its message")
+        where, module = w.get("where"), w.get("module")
+        if (where is None) != (module is None) or not (module is None or _MODULE.fullmatch(str(module))):
+            raise WireError("a warning whose place is not a file of the package and its module")
+        if where is not None and (type(where) is not str or len(where) > 500):
+            raise WireError("a warning whose place is not a path")
         category = errors.cls(w.get("category"))
-        if not issubclass(category, Warning) or type(w.get("lineno")) is not int:
+        if not issubclass(category, Warning):
             raise WireError("a warning whose category is not a Warning")
-        warned.append((w["message"], category, w["filename"], w["lineno"]))
+        warned.append((w["message"], category, where, module, w["lineno"]))
     return out, err, warned
 
 
-def replay(effects: tuple[str, str, list[tuple[str, type[Warning], str, int]]]) -> None:
-    """Print here what the package printed and warn what it warned (a warning the test's filters make an error
-    raises here, as it would have in the package's code)."""
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def replay(effects: tuple[str, str, list[Warned]], registries: dict[str, dict[Any, Any]]) -> None:
+    """Print here what the package printed and warn what it warned, under the test's filters (an error raises here),
+    with the module and once-per-place registry Python's own ``warn`` would use. A warning raised in the package's
+    file is placed at ``<package PATH>`` (a name no reader opens: the test process never reads a path the package
+    names); one raised outside it (``stacklevel`` past the package) at the test's own call."""
     out, err, warned = effects
     if out:
         sys.stdout.write(out)
     if err:
         sys.stderr.write(err)
-    for text, category, filename, lineno in warned:
-        warnings.warn_explicit(text, category, filename, lineno)
+    for text, category, where, module, lineno in warned:
+        if where is None:
+            caller = _caller()  # a frame object only where one is needed (it keeps its callers' frames alive)
+            registry = caller.f_globals.setdefault("__warningregistry__", {})
+            warnings.warn_explicit(text, category, caller.f_code.co_filename, caller.f_lineno,
+                                   caller.f_globals.get("__name__"), registry)  # fmt: skip
+        else:
+            registry = registries.setdefault(str(module), {})
+            warnings.warn_explicit(text, category, f"<package {where}>", lineno, module, registry)
+
+
+def _caller() -> Any:
+    """The first frame outside this program (whose code is ``<string>`` in the sandbox, servelab's modules where
+    they are imported): the test's call into the package."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and _ours(frame):
+        frame = frame.f_back
+    return frame
+
+
+_PACKAGE = __name__.rpartition(".")[0]  # servelab's grading modules where imported ("" inside the program)
+
+
+def _ours(frame: Any) -> bool:
+    name = str(frame.f_globals.get("__name__"))
+    return bool(frame.f_code.co_filename == "<string>" or (_PACKAGE and name.startswith(_PACKAGE)))
 
 
 class ProcessState:

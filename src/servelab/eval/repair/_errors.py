@@ -6,9 +6,10 @@ The rules it keeps:
   module, qualified name and bases: ``OutOfStock(StockError, LookupError)`` is caught by ``pytest.raises`` of
   either base, and a ``StockError`` seen first never makes every later ``StockError`` a ``LookupError`` (nor the
   reverse), whatever the order the tests meet them in.
-- Every class is built here on builtin exception classes, with no code of the package's: ``KeyboardInterrupt``,
-  ``GeneratorExit`` and the other ``BaseException``-only ones but ``SystemExit`` arrive as ``RuntimeError`` (they
-  would stop pytest; pytest reports a ``SystemExit`` as a failure like any other).
+- Every class is built here on builtin exception classes, with no code of the package's, keeping what catches it:
+  a ``BaseException`` that is no ``Exception`` stays one (``SystemExit``, ``GeneratorExit``, ``asyncio``'s
+  ``CancelledError``; pytest reports it as a failure); ``KeyboardInterrupt`` alone arrives as ``BaseException``
+  (it would stop pytest). A group arrives with its members.
 - An instance gets the package's args, those of its attributes that are plain data (copies), the text the
   package's ``str()`` gave where its class has one of its own, and its cause and context two deep.
 
@@ -18,6 +19,7 @@ Standard library only; inside the sandbox this source follows _wire's in one ``p
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -33,38 +35,48 @@ class Errors:
     """The exception classes one link's package has raised or named, rebuilt once each."""
 
     def __init__(self) -> None:
-        self.classes: dict[Any, type[BaseException]] = {}
+        self.classes: dict[tuple[str, str, tuple[int, ...]], type[BaseException]] = {}
+        self.keys: dict[Any, int] = {}  # a class's key as a small number (nested keys would hash in exponential time)
 
     def cls(self, mro: Any) -> type[BaseException]:
         """The class of this process for a lineage ``[[module, qualname, [base indices]], ...]`` (the package's
         MRO, each class with the places of its direct bases in it)."""
         entries = _checked(mro)
         built: list[type[BaseException] | None] = [None] * len(entries)
-        keys: list[Any] = [None] * len(entries)
+        numbers: list[int] = [0] * len(entries)
         for i in reversed(range(len(entries))):
             module, qualname, bases = entries[i]
             if module == "builtins":
-                built[i], keys[i] = builtin_error(qualname), qualname
+                built[i], numbers[i] = builtin_error(qualname), self._number(("builtins", qualname))
                 continue
             parents = list(dict.fromkeys(b for j in bases if (b := built[j]) is not None)) or [Exception]
-            keys[i] = (module, qualname, tuple(keys[j] for j in bases))
-            if keys[i] not in self.classes:
-                self.classes[keys[i]] = _made(module, qualname, parents)
-            built[i] = self.classes[keys[i]]
+            key = (module, qualname, tuple(numbers[j] for j in bases))
+            numbers[i] = self._number(key)
+            if key not in self.classes:
+                self.classes[key] = _made(module, qualname, parents)
+            built[i] = self.classes[key]
         return built[0] or Exception
+
+    def _number(self, key: Any) -> int:
+        return self.keys.setdefault(key, len(self.keys))
 
     def instance(self, described: Any, decode: Callable[[Any], Any], depth: int = 0) -> BaseException:
         """The exception a description names, with its args, attributes, text, cause and context."""
         if type(described) is not dict or depth > 2:
             raise WireError("an exception without its description")
         args = decode(described.get("args", []))
-        error = _exception(self.cls(described.get("mro")), args if type(args) is list else [])
+        members = described.get("members", [])
+        if type(members) is not list:
+            raise WireError("an exception group's members that are not a list")
+        grouped = [self.instance(m, decode, depth + 1) for m in members]
+        error = _exception(self.cls(described.get("mro")), args if type(args) is list else [], grouped)
         attrs = described.get("attrs", {})
         if type(attrs) is not dict:
             raise WireError("an exception's attributes that are not a map")
         for name, value in attrs.items():
             if attr_name(name):
-                setattr(error, name, decode(value))
+                with contextlib.suppress(AttributeError, TypeError):  # a read-only attribute of a builtin class
+                    setattr(error, name, decode(value))
         text = described.get("text")
         if type(text) is str and len(text) <= MAX_TEXT_CHARS and text != BaseException.__str__(error):
             error.__dict__[TEXT_ATTR] = text
@@ -81,13 +93,12 @@ def attr_name(name: Any) -> bool:
 
 
 def builtin_error(name: str) -> type[BaseException] | None:
-    """A builtin exception class by name (the stopping ones as RuntimeError); None for anything else."""
+    """A builtin exception class by name, ``KeyboardInterrupt`` as ``BaseException`` (it would stop pytest; as
+    ``BaseException`` it is still no ``Exception``); None for anything else."""
     cls = getattr(builtins, name, None)
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         return None
-    if issubclass(cls, Exception) or cls is SystemExit or cls is BaseExceptionGroup:
-        return cls
-    return RuntimeError
+    return BaseException if issubclass(cls, KeyboardInterrupt) else cls
 
 
 def _checked(mro: Any) -> list[tuple[str, str, list[int]]]:
@@ -123,11 +134,18 @@ def _text(self: BaseException) -> str:
     return str(own(self))
 
 
-def _exception(cls: type[BaseException], args: list[Any]) -> BaseException:
-    """``cls(*args)``, or an instance with those args where the class wants others (UnicodeDecodeError)."""
+def _exception(cls: type[BaseException], args: list[Any], members: list[BaseException]) -> BaseException:
+    """``cls(*args)`` (a group: ``cls(message, members)``), or an instance with those args where the class wants
+    others (UnicodeDecodeError); where even that fails, an ``Exception`` with the args: what the package raised
+    honestly is never taken for tampering."""
     try:
+        if issubclass(cls, BaseExceptionGroup):
+            return cls(str(args[0]) if args else "", members)
         return cls(*args)
     except Exception:
-        error = cls.__new__(cls)
+        try:
+            error = cls.__new__(cls)
+        except Exception:
+            error = Exception()
         error.args = tuple(args)
         return error

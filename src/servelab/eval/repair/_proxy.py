@@ -62,6 +62,7 @@ class Link:
         self.shared = Shared(parity=0)  # the mutable containers that crossed (this side numbers them even)
         self.forgotten: list[int] = []  # numbers forgotten here, not yet told to the package's process
         self.process = ProcessState()  # the environment's changes and random's state, in step with the package's
+        self.warned: dict[str, dict[Any, Any]] = {}  # the once-per-place registry of each module of the package
 
     def ask(self, request: dict[str, Any]) -> Any:
         """One request (its values encoded with :func:`_send`), with what the package's process must forget and
@@ -70,8 +71,11 @@ class Link:
             raise PackageError(self.dead)
         self.forgotten += self.shared.unheld()  # told with the first request that goes out
         request["forget"] = self.forgotten
-        request["state"] = self.shared.changes(lambda value, kind: contents(value, kind, self._as_ref, False,
-                                                                            self.shared))  # fmt: skip
+        request["state"], broken = self.shared.changes(lambda value, kind: contents(value, kind, self._as_ref, False,
+                                                                                    self.shared))  # fmt: skip
+        if broken:  # told with the next request; this one fails, as handing the package a non-plain value does
+            self.forgotten += broken
+            raise TypeError(f"a list, dict or set handed to the package holds what cannot go: {self.shared.why}")
         request["process"] = self.process.outgoing()
         data = dumps(request)
         self.requests += 1
@@ -91,6 +95,7 @@ class Link:
     def _outcome(self, message: dict[str, Any]) -> Any:
         error: BaseException | None = None
         try:
+            self.shared.forget(message.get("detached", []))
             self.shared.apply(message.get("state", []), lambda content: decode(content, self._ref))
             self.process.incoming(message.get("process", {}))
             effects = checked(message, self.errors)
@@ -101,7 +106,7 @@ class Link:
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             self.dead = f"an answer that is not plain data: {exc}"
             raise PackageError(self.dead) from None
-        replay(effects)  # what the package printed and warned, before its answer
+        replay(effects, self.warned)  # what the package printed and warned, before its answer
         if error is not None:
             raise error
         return value

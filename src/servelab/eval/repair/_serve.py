@@ -49,6 +49,7 @@ class Objects:
         self.index: dict[int, int] = {}
         self.shared = Shared(parity=1)  # the mutable containers that crossed (this side numbers them odd)
         self.process = ProcessState()  # the environment's changes and random's state, in step with the test's
+        self.root = sys.path[0] if sys.path else ""  # the package's tree (serve puts it first)
 
     def handle(self, value: Any) -> dict[str, Any]:
         if isinstance(value, type) and issubclass(value, BaseException):
@@ -98,6 +99,8 @@ def described(exc: BaseException, depth: int = 0) -> dict[str, Any]:
         linked = getattr(exc, f"__{key}__", None)
         if depth < 2 and isinstance(linked, BaseException):
             out[key] = described(linked, depth + 1)
+    if depth < 2 and isinstance(exc, BaseExceptionGroup):
+        out["members"] = [described(member, depth + 1) for member in exc.exceptions[:16]]
     out["suppress"] = exc.__suppress_context__ is True
     return out
 
@@ -142,12 +145,15 @@ def reply(objects: Objects, request: dict[str, Any]) -> dict[str, Any]:
     shared.apply(request.get("state", []), lambda content: decode(content, objects.resolve))
     objects.process.incoming(request.get("process", {}))
     effects: dict[str, Any] = {}
-    with recorded(effects, lineage):
+    with recorded(effects, lineage, objects.root):
         try:
             out: dict[str, Any] = {"ok": encode(answer(objects, request), objects.handle, as_base=True, share=shared)}
         except BaseException as exc:  # the package's own exceptions, SystemExit included, go back to the test
             out = {"raise": described(exc)}
-    out["state"] = shared.changes(lambda value, kind: contents(value, kind, objects.handle, True, shared))
+    # a container that stopped being plain data stops being shared (the test's copy keeps what it last held); the
+    # answer itself is unaffected, as in one process
+    out["state"], out["detached"] = shared.changes(lambda value, kind: contents(value, kind, objects.handle, True,
+                                                                                shared))  # fmt: skip
     out["process"] = objects.process.outgoing()
     return out | effects
 
@@ -165,7 +171,7 @@ def serve(root: str, fd_in: int, fd_out: int) -> None:
                 out = dumps(reply(objects, loads(line)))
                 if len(out) > MAX_MESSAGE:
                     raise ValueError(f"an answer of over {MAX_MESSAGE} bytes")
-            except (WireError, ValueError, TypeError, RecursionError) as exc:
+            except Exception as exc:  # whatever the package's code did to this loop's reading: an error, not a crash
                 out = dumps({"raise": {"mro": lineage(TypeError), "args": [f"not plain data: {exc}"[:500]]}})
             while out:
                 out = out[os.write(fd_out, out) :]

@@ -43,6 +43,8 @@ class Shared:
         self.kinds: dict[int, type] = {}  # number -> the plain type it is read and written as
         self.seen: dict[int, tuple[tuple[Any, ...], ...]] = {}  # number -> its snapshot at the last message
         self.numbers: dict[int, int] = {}  # id(container) -> number
+        self.fresh: list[int] = []  # numbered since the last message: their contents still to send
+        self.why = ""  # why the last container that could not be sent could not
 
     def ref(self, value: Any, kind: type) -> dict[str, Any]:
         """The tag naming ``value`` on the wire (numbered here the first time it crosses)."""
@@ -50,6 +52,7 @@ class Shared:
         if number is None or self.objects.get(number) is not value:
             number, self.next = self.next, self.next + 2
             self._keep(number, value, kind)
+            self.fresh.append(number)
         return {"$": "shared", "id": number}
 
     def resolve(self, tag: dict[str, Any]) -> Any:
@@ -58,44 +61,101 @@ class Shared:
             raise WireError("a shared container this side does not know")
         return self.objects[number]
 
-    def changes(self, content: Callable[[Any, type], Any]) -> list[list[Any]]:
-        """``[number, contents]`` of every container whose contents changed since the last message (or that never
-        crossed), nested ones met on the way included; ``content(container, kind)`` encodes one container."""
+    def changes(self, content: Callable[[Any, type], Any]) -> tuple[list[list[Any]], list[int]]:
+        """What changed since the last message: ``[number, contents]`` (``[number, tail, "extend"]`` where a list
+        only grew), nested ones met on the way included (each container once); and the numbers of containers that
+        can no longer be sent (their contents no longer plain data, or changed while being read): forgotten here,
+        for the other side to forget too. ``content(container, kind)`` encodes one container's items."""
         out: list[list[Any]] = []
-        taken: dict[int, tuple[tuple[Any, ...], ...]] = {}  # kept as seen only once every one is encoded
-        while len(taken) < len(self.objects):
-            for number in [n for n in self.objects if n not in taken]:
-                taken[number] = snapshot(self.kinds[number], self.objects[number])
-                if not same(taken[number], self.seen.get(number)):
-                    out.append([number, content(self.objects[number], self.kinds[number])])
+        broken: list[int] = []
+        taken: dict[int, tuple[tuple[Any, ...], ...]] = {}  # kept as seen once this message is built
+        queue, self.fresh = [*self.objects, *self.fresh], []
+        while queue:
+            number = queue.pop()
+            if number in taken or number not in self.objects:
+                continue
+            kind, value = self.kinds[number], self.objects[number]
+            try:
+                now, change = self._read(number, kind, value, content)
+                if change is not None:
+                    out.append(change)
+                taken[number] = now
+            except Exception as exc:  # not plain data any more
+                broken.append(number)
+                self.why = f"{type(exc).__name__}: {exc}"[:500]
+            queue += self.fresh
+            self.fresh = []
         self.seen.update(taken)
-        return out
+        self.forget(broken)
+        return out, broken
+
+    def _read(
+        self, number: int, kind: type, value: Any, content: Callable[[Any, type], Any]
+    ) -> tuple[Any, list[Any] | None]:
+        """A container's snapshot and its change, read again where another thread changed it as it was read."""
+        for attempt in range(3):
+            try:
+                now = snapshot(kind, value)
+                before = self.seen.get(number)
+                return now, None if same(now, before) else _change(number, kind, value, now, before, content)
+            except RuntimeError:  # "changed size during iteration": a thread of the package's
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def apply(self, state: Any, decode: Callable[[Any], Any]) -> None:
         """Make this side's containers what the sender's ``changes`` say (new ones created first, so contents may
         name any of them); :class:`WireError` for anything else."""
         if type(state) is not list:
             raise WireError("shared state that is not a list")
-        entries: list[tuple[int, Any]] = []
+        entries: list[tuple[int, Any, bool]] = []
         for item in state:
-            if type(item) is not list or len(item) != 2 or type(item[0]) is not int or item[0] < 0:
+            grown = type(item) is list and len(item) == 3 and item[2] == "extend"
+            if type(item) is not list or len(item) != 2 + grown or type(item[0]) is not int or item[0] < 0:
                 raise WireError("a shared container without its number")
-            number, content = item
+            number, content = item[0], item[1]
             if number not in self.objects:
-                if number % 2 == self.parity:
-                    raise WireError("a new shared container numbered as this side's own")
+                if number % 2 == self.parity or grown:
+                    raise WireError("a new shared container numbered as this side's own, or only grown")
                 made = empty(content)
                 self._keep(number, made, type(made))
-            entries.append((number, content))
-        for number, content in entries:
-            fill(self.kinds[number], self.objects[number], decode(content))
-            self.seen[number] = snapshot(self.kinds[number], self.objects[number])
+            entries.append((number, content, grown))
+        for number, content, grown in entries:
+            kind, target = self.kinds[number], self.objects[number]
+            fresh = decode(content)
+            if grown:
+                if kind is not list or type(fresh) is not list:
+                    raise WireError("a shared container grown that is not a list")
+                list.extend(target, fresh)
+            else:
+                fill(kind, target, fresh)
+            self.seen[number] = snapshot(kind, target)
 
     def unheld(self) -> list[int]:
-        """Forget the containers nothing but this table holds; their numbers, for the other side to forget too."""
-        gone = [n for n, count in _counts(self.objects) if count <= _FLOOR]
+        """Forget the containers nothing outside this table holds, cycles among them included (as a collector
+        finds garbage: each one's references less those from the table's own containers and snapshots, then what
+        the held ones reach); their numbers, for the other side to forget too."""
+        counts = dict(_counts(self.objects))
+        inner = dict.fromkeys(self.objects, 0)
+        for number, value in self.objects.items():
+            for item in (*_items(self.kinds[number], value), *_seen_items(self.seen.get(number))):
+                if (other := self._number_of(item)) is not None:
+                    inner[other] += 1
+        held = [n for n in self.objects if counts[n] - _FLOOR - inner[n] > 0]
+        reached = set(held)
+        while held:
+            number = held.pop()
+            for item in _items(self.kinds[number], self.objects[number]):
+                if (other := self._number_of(item)) is not None and other not in reached:
+                    reached.add(other)
+                    held.append(other)
+        gone = [n for n in self.objects if n not in reached]
         self.forget(gone)
         return gone
+
+    def _number_of(self, item: Any) -> int | None:
+        number = self.numbers.get(id(item))
+        return number if number is not None and self.objects.get(number) is item else None
 
     def forget(self, numbers: Any) -> None:
         if type(numbers) is not list:
@@ -109,6 +169,33 @@ class Shared:
 
     def _keep(self, number: int, value: Any, kind: type) -> None:
         self.objects[number], self.kinds[number], self.numbers[id(value)] = value, kind, number
+
+
+def _change(
+    number: int, kind: type, value: Any, now: Any, before: Any, content: Callable[[Any, type], Any]
+) -> list[Any]:
+    """A list that only grew since the last message sends its new items; anything else its whole contents."""
+    if (
+        kind is list
+        and before is not None
+        and len(now[0]) >= len(before[0])
+        and same((now[0][: len(before[0])],), before)
+    ):
+        return [number, content(list(now[0][len(before[0]) :]), list), "extend"]
+    return [number, content(value, kind)]
+
+
+def _items(kind: type, value: Any) -> tuple[Any, ...]:
+    """A container's items that could be containers (a dict's values; keys are hashable)."""
+    if kind is list or kind is set:
+        return tuple(kind.__iter__(value))
+    view = collections.OrderedDict if kind is collections.OrderedDict else dict
+    return tuple(view.values(value))
+
+
+def _seen_items(snap: tuple[tuple[Any, ...], ...] | None) -> tuple[Any, ...]:
+    """The references a snapshot holds (every part: items, keys, values, a factory)."""
+    return tuple(item for part in snap for item in part) if snap else ()
 
 
 def _counts(objects: dict[int, Any]) -> list[tuple[int, int]]:

@@ -26,6 +26,7 @@ import datetime as dt
 import enum
 import json
 import re
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -34,6 +35,7 @@ from typing import Any
 MAX_DEPTH = 64
 MAX_TEXT = 1 << 20  # characters of one value sent as text (a Decimal, a date; bytes are bound by the message)
 MAX_MESSAGE = 16 << 20  # bytes of one message; the package's loop answers an error in place of a longer one
+_INT_LIMIT = 10 ** sys.get_int_max_str_digits() if sys.get_int_max_str_digits() else None  # ints json writes
 _FRACTION = re.compile(r"-?[0-9]+(/[0-9]+)?")  # as Fraction.__str__ writes one (an exponent would be costly)
 MAX_FIELDS = 64
 MAX_NAMED = 1000  # named tuple classes one process makes
@@ -133,7 +135,10 @@ def _as(
         return encode(item, other, depth + 1, as_base, share)
 
     if base is int:
-        return int.__index__(value)
+        whole = int.__index__(value)
+        if _INT_LIMIT is not None and abs(whole) >= _INT_LIMIT:  # json would refuse to write it: say so here
+            raise WireError(f"an int of over {sys.get_int_max_str_digits()} digits")
+        return whole
     if base is str:
         return str.__str__(value)
     if base is float:
