@@ -282,3 +282,36 @@ def test_a_package_that_names_a_container_of_the_tests_it_never_got_kills_the_li
         message = {"ok": None, "state": [[0, ["forged"]]]}
         with pytest.raises(PackageError, match="not plain data"):
             link._outcome(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_test_side_forgets_exactly_what_it_cannot_reach(data: Any) -> None:
+    """Random graphs of shared lists (cycles and self-loops included), some held by the test: the table forgets
+    every list the test cannot reach and none it can (a forgotten list it holds would desynchronize, and the package
+    could no longer name it)."""
+    from servelab.eval.repair._wire import contents
+
+    count = data.draw(st.integers(1, 8))
+    made: list[list[Any]] = [[] for _ in range(count)]
+    for i in range(count):
+        made[i].extend(made[j] for j in data.draw(st.lists(st.integers(0, count - 1), max_size=3)))
+    table = Shared(parity=0)
+    for item in made:
+        table.ref(item, list)
+    table.changes(lambda value, kind: contents(value, kind, lambda v: pytest.fail("a handle"), False, table))
+    if data.draw(st.booleans()):  # the test changed something after the last message: snapshots are stale
+        made[0].append(made[-1])
+    held = data.draw(st.lists(st.integers(0, count - 1), unique=True))
+    roots = [made[i] for i in held]
+    reach: set[int] = set()  # ids only: holding the lists here would hold them for the table too
+    stack = list(roots)
+    while stack:
+        item = stack.pop()
+        if id(item) not in reach:
+            reach.add(id(item))
+            stack.extend(item)
+    del made, item, stack
+    table.unheld()
+    assert {id(v) for v in table.objects.values()} == reach, (held, len(table.objects))
+    assert roots is not None
