@@ -16,6 +16,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from servelab.eval.repair import Task, Workspace, agent_folder, harvest, load_task
 from servelab.eval.sandbox import Limits
@@ -431,3 +432,24 @@ def plain_pytest(task: Task, files: dict[str, bytes]) -> tuple[int, str]:
         return done.returncode, "\n".join(done.stdout.strip().splitlines()[-3:])
     finally:
         shutil.rmtree(tree, ignore_errors=True)
+
+
+def graded(task: Task, files: dict[str, str]) -> Any:
+    """What servelab's grading (``grade_workdir`` under bubblewrap) says of the agent's folder: the task's repo with
+    ``files`` written by the agent."""
+    from servelab.eval.repair.grader import grade_workdir
+    from servelab.eval.sandbox import fresh_copy, give_to_sandbox
+
+    work = fresh_copy(task.repo)
+    try:
+        for rel, content in files.items():
+            (work / rel).write_text(content)
+        give_to_sandbox(work)
+        return grade_workdir(task, work, "bwrap")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def shown(grade: Any, task: Task) -> dict[str, Any]:
+    """The parts of a grade a failing assertion should show."""
+    return {k: v for k, v in grade.to_dict(task).items() if k in ("resolved", "tests", "error", "tampered")}

@@ -5,16 +5,14 @@ docs/repair-grading.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from servelab.eval.repair._proxy import remote_module
-from tests.unit.eval.test_repair_wire import _served
+from tests.unit.eval.test_repair_wire import WAYS, both_ways
 
 PACKAGE = """
 import asyncio, warnings
@@ -68,19 +66,10 @@ def safe():
 """
 
 
-@pytest.fixture(params=["in process", "through servelab"])
-def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    (tmp_path / "shop.py").write_text(PACKAGE)
-    if request.param == "in process":
-        spec = importlib.util.spec_from_file_location("shop", tmp_path / "shop.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["shop"] = module
-        spec.loader.exec_module(module)
+@pytest.fixture(params=WAYS)
+def shop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    for module, _ in both_ways(request.param, tmp_path, PACKAGE):
         yield module
-        sys.modules.pop("shop", None)
-        return
-    for link in _served(tmp_path):
-        yield remote_module(link, "shop")
 
 
 # --- _errors: BaseException-only classes become Exception (RuntimeError) ------------------------------------------

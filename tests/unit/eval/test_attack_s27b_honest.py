@@ -4,15 +4,14 @@ Each `through servelab` case failed on cbc94b7 and holds since."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from servelab.eval.repair._proxy import Link, remote_module
-from tests.unit.eval.test_repair_wire import _served
+from servelab.eval.repair._proxy import Link
+from tests.unit.eval.test_repair_wire import WAYS, both_ways
 
 PACKAGE = """
 import enum
@@ -77,20 +76,10 @@ class Calc:
 """
 
 
-@pytest.fixture(params=["in process", "through servelab"])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+@pytest.fixture(params=WAYS)
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Link | None]]:
     """(module, link or None)."""
-    (tmp_path / "shop.py").write_text(PACKAGE)
-    if request.param == "in process":
-        spec = importlib.util.spec_from_file_location("shop", tmp_path / "shop.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["shop"] = module
-        spec.loader.exec_module(module)
-        yield module, None
-        sys.modules.pop("shop", None)
-        return
-    for link in _served(tmp_path):
-        yield remote_module(link, "shop"), link
+    yield from both_ways(request.param, tmp_path, PACKAGE)
 
 
 def test_an_exception_group_is_not_tampering(served: tuple[Any, Link | None]) -> None:

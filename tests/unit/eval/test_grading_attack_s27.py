@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from servelab.eval.repair import Task
-from servelab.eval.repair.grader import RepoGrade, grade_workdir
-from servelab.eval.sandbox import fresh_copy, give_to_sandbox
+from servelab.eval.repair.grader import RepoGrade
 from tests.unit.eval import repair_attack_kit as kit
 from tests.unit.eval.needs_bwrap import require_bwrap
 
@@ -346,29 +345,13 @@ def tasks() -> Iterator[dict[str, Task]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def graded(task: Task, files: dict[str, str]) -> RepoGrade:
-    """What servelab's grading says of the agent's folder: the task's repo with ``files`` written by the agent."""
-    work = fresh_copy(task.repo)
-    try:
-        for rel, content in files.items():
-            (work / rel).write_text(content)
-        give_to_sandbox(work)
-        return grade_workdir(task, work, "bwrap")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def grades(tasks: dict[str, Task]) -> dict[str, tuple[RepoGrade, int, str]]:
     out = {}
     for name, (task_name, files) in (WRONG | RIGHT).items():
         task = tasks[task_name]
-        out[name] = (graded(task, files), *kit.plain_pytest(task, {k: v.encode() for k, v in files.items()}))
+        out[name] = (kit.graded(task, files), *kit.plain_pytest(task, {k: v.encode() for k, v in files.items()}))
     return out
-
-
-def _show(grade: RepoGrade, task: Task) -> dict[str, Any]:
-    return {k: v for k, v in grade.to_dict(task).items() if k in ("resolved", "tests", "error", "tampered")}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
@@ -386,7 +369,7 @@ def test_a_wrong_repair_is_not_resolved(tasks: dict[str, Task], grades: dict[str
     task = tasks[WRONG[name][0]]
     grade, code, said = grades[name]
     assert code == 1, said  # what the tests really say: failed
-    assert not grade.resolved, _show(grade, task)
+    assert not grade.resolved, kit.shown(grade, task)
 
 
 @pytest.mark.parametrize("name", sorted(RIGHT))
@@ -402,5 +385,5 @@ def test_a_correct_repair_is_resolved(tasks: dict[str, Task], grades: dict[str, 
     task = tasks[RIGHT[name][0]]
     grade, code, said = grades[name]
     assert code == 0, said  # what the tests really say: passed
-    assert grade.resolved, _show(grade, task)
+    assert grade.resolved, kit.shown(grade, task)
     assert not grade.tampered

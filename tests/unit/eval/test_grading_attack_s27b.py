@@ -9,13 +9,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from servelab.eval.repair import Task
-from servelab.eval.repair.grader import RepoGrade, grade_workdir
-from servelab.eval.sandbox import fresh_copy, give_to_sandbox
 from tests.unit.eval import repair_attack_kit as kit
 from tests.unit.eval.needs_bwrap import require_bwrap
 
@@ -205,21 +202,6 @@ def tasks() -> Iterator[dict[str, Task]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def graded(task: Task, files: dict[str, str]) -> RepoGrade:
-    work = fresh_copy(task.repo)
-    try:
-        for rel, content in files.items():
-            (work / rel).write_text(content)
-        give_to_sandbox(work)
-        return grade_workdir(task, work, "bwrap")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _show(grade: RepoGrade, task: Task) -> dict[str, Any]:
-    return {k: v for k, v in grade.to_dict(task).items() if k in ("resolved", "tests", "error", "tampered")}
-
-
 @pytest.mark.parametrize("name", sorted(WRONG))
 def test_a_wrong_repair_is_not_resolved(tasks: dict[str, Task], name: str) -> None:
     """bank: the rebuilt lineage maps builtins.BaseException to RuntimeError (_errors.builtin_error), so the
@@ -228,8 +210,8 @@ def test_a_wrong_repair_is_not_resolved(tasks: dict[str, Task], name: str) -> No
     task = tasks[task_name]
     code, said = kit.plain_pytest(task, {k: v.encode() for k, v in files.items()})
     assert code == 1, said
-    grade = graded(task, files)
-    assert not grade.resolved, _show(grade, task)
+    grade = kit.graded(task, files)
+    assert not grade.resolved, kit.shown(grade, task)
 
 
 @pytest.mark.parametrize("name", sorted(RIGHT))
@@ -242,6 +224,6 @@ def test_a_correct_repair_is_resolved(tasks: dict[str, Task], name: str) -> None
     task = tasks[task_name]
     code, said = kit.plain_pytest(task, {k: v.encode() for k, v in files.items()})
     assert code == 0, said
-    grade = graded(task, files)
-    assert grade.resolved, _show(grade, task)
-    assert not grade.tampered, _show(grade, task)
+    grade = kit.graded(task, files)
+    assert grade.resolved, kit.shown(grade, task)
+    assert not grade.tampered, kit.shown(grade, task)

@@ -6,6 +6,7 @@ a plain Python on a small package."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import operator
 import os
@@ -188,6 +189,26 @@ def _served(root: Path) -> Iterator[Link]:
     os.close(answers[0])
     proc.kill()
     proc.wait()
+
+
+def both_ways(way: str, root: Path, source: str) -> Iterator[tuple[Any, Link | None]]:
+    """The package ``source`` as ``shop``: imported plainly in this process ("in process", no link) or through
+    servelab's server program ("through servelab"): what the same test sees each way."""
+    (root / "shop.py").write_text(source)
+    if way == "in process":
+        spec = importlib.util.spec_from_file_location("shop", root / "shop.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["shop"] = module
+        spec.loader.exec_module(module)
+        yield module, None
+        sys.modules.pop("shop", None)
+        return
+    for served in _served(root):
+        yield remote_module(served, "shop"), served
+
+
+WAYS = ["in process", "through servelab"]
 
 
 @pytest.fixture()
