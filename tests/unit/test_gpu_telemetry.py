@@ -4,6 +4,7 @@ fake NVML module injected here: a fixture standing in for pynvml because no GPU 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -124,3 +125,38 @@ def test_a_bench_run_keeps_what_telemetry_said(tmp_path: Path, monkeypatch: pyte
 def test_say_once() -> None:
     assert say_once("a unique reason for this test") == "a unique reason for this test"
     assert say_once("a unique reason for this test") is None
+
+
+@pytest.mark.parametrize("sim", [["--max-running", "4", "--step-ms", "4"]], indirect=True)
+def test_the_report_shows_a_bench_and_each_sweep_points_gpu_figures(
+    sim: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench run against a real server, its NVML read from the fake module (no GPU here): the bench's section has
+    a GPU table with what the cards said, and a sweep whose point is that run shows it beside the point's flags."""
+    from servelab.cli import main
+    from servelab.core.recorder import RunRecorder
+    from servelab.core.results.sweep import SweepPoint, SweepRun
+    from servelab.core.store import STATUS_COMPLETE
+    from servelab.report import section
+
+    monkeypatch.setattr(gpu_telemetry, "load_nvml", lambda: FakeNvml([0]))
+    store = tmp_path / "runs.sqlite"
+    assert main(["bench", "--target", f"point-0={sim.url}", "--scenario", "synthetic:64:24", "--requests", "4",
+                 "--store", str(store), "--json"]) == 0  # fmt: skip
+    bench_id = json.loads(capsys.readouterr().out)["run_id"]
+    with RunStore(store) as db:
+        table = next(
+            t for t in section(db, db.get_run(bench_id), with_plots=False).tables if t.caption == "GPU telemetry"
+        )
+        assert [row[0] for row in table.rows] == ["0: Fake GPU 0", "1: Fake GPU 1"]
+        assert table.rows[0][2] == "50%" and table.rows[1][2] == "51%"  # SM busy, as the cards said
+        assert table.rows[0][5] == "300 W" and table.rows[1][5] == "100 W"
+        assert table.rows[1][4] == "2.00 GiB"  # memory used, the most sampled
+        sweep = RunRecorder(db, "sweep", {"kind": "sweep"})
+        point = SweepPoint(index=0, key="-np 4", status="measured", bench_run=bench_id)
+        sweep.result(SweepRun(engine="llamacpp", planned=[point.key], points=[point]))
+        sweep.finish(STATUS_COMPLETE)
+        out = section(db, db.get_run(sweep.run_id), with_plots=False)
+    per_point = next(t for t in out.tables if t.caption == "GPU per point")
+    assert per_point.rows[0][:2] == ["0", "-np 4"]
+    assert "gpu 0: 300 W, 1.00 GiB used, SM 50%" in per_point.rows[0][2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.errors import StoreError
+from servelab.core.errors import StoreError, UsageError
 from servelab.core.export import RunExport, export_run, json_schema
 from servelab.core.records import ErrorClass, RequestRecord
 from servelab.core.store import MIGRATIONS, STATUS_RUNNING, RunStore
@@ -69,6 +69,22 @@ def test_records_round_trip_and_export_validates(store_path: Path) -> None:
 def test_unknown_run_is_a_clear_error(store_path: Path) -> None:
     with RunStore(store_path) as store, pytest.raises(StoreError, match="no run 'nope'"):
         store.get_run("nope")
+
+
+def test_latest_of_a_kind_is_the_newest_run_of_that_kind(store_path: Path) -> None:
+    """A sweep stores a bench run per point after itself: "latest" for a sweep is the sweep, not the newest run."""
+    with RunStore(store_path) as store:
+        alone = store.create_run("bench", {})
+        sweep = store.create_run("sweep", {})
+        benches = [store.create_run("bench", {"args": {"sweep_point": f"point-{i}"}}) for i in range(3)]
+        assert store.get_run("latest").run_id == sweep  # the sweep's points are its parts, named by id
+        assert store.get_run("latest", kinds=("bench",)).run_id == alone
+        assert store.get_run(benches[1]).run_id == benches[1]
+        assert store.get_run(sweep[:22], kinds=("sweep",)).run_id == sweep
+        with pytest.raises(UsageError, match=f"run {benches[0]} is a bench run, not a sweep run"):
+            store.get_run(benches[0], kinds=("sweep",))
+        with pytest.raises(StoreError, match=r"no run 'latest' \(coexist\)"):
+            store.get_run("latest", kinds=("coexist",))
 
 
 def test_documented_schema_is_current() -> None:

@@ -25,7 +25,7 @@ class RunComparison:
 
 
 def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
-    infos = [store.get_run(run_a), store.get_run(run_b)]
+    infos = [store.get_run(run_a, kinds=BENCH_KINDS), store.get_run(run_b, kinds=BENCH_KINDS)]
     for info in infos:
         if info.kind not in BENCH_KINDS:
             raise UsageError(f"compare takes two bench runs; {info.run_id} is a {info.kind} run")

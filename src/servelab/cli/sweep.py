@@ -105,7 +105,9 @@ def sweep(
             options = _options(engine, model, model_config, grid, point, spec, scenario, concurrency, sessions,
                                requests, max_tokens, temperature, eval_suite, slo, attainment, slo_turns, gpu_key,
                                alongside, headroom, try_all, port, start_timeout)  # fmt: skip
-        run_id, result = run_sweep(db, options, say, resume=db.get_run(resume).run_id if resume else None)
+        run_id, result = run_sweep(
+            db, options, say, resume=db.get_run(resume, kinds=("sweep",)).run_id if resume else None
+        )
         if json_out:
             print_json({"run_id": run_id, **result_json(result)})
         else:

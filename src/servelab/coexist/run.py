@@ -379,7 +379,7 @@ def stored_result(store: RunStore, run_id: str) -> CoexistResult:
 
 
 def _stored(store: RunStore, run_id: str) -> tuple[CoexistResult, str | None]:
-    info = store.get_run(run_id)  # "latest" or a prefix: the run's own id from here on
+    info = store.get_run(run_id, kinds=("coexist",))  # "latest" or a prefix: the run's own id from here on
     run_id, head = info.run_id, load_result(store, info)
     if not isinstance(head, CoexistRun):
         raise UsageError(f"run {run_id} is not a coexist run")

@@ -8,13 +8,13 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servelab.core.errors import StoreError
+from servelab.core.errors import StoreError, UsageError
 from servelab.core.paths import servelab_home
 from servelab.core.records import ErrorClass, RequestRecord
 
@@ -208,17 +208,30 @@ class RunStore:
         rows = self._db.execute(sql + (f" LIMIT {int(limit)}" if limit else "")).fetchall()
         return [_run_info(row) for row in rows]
 
-    def get_run(self, run_id: str) -> RunInfo:
+    def get_run(self, run_id: str, kinds: Collection[str] | None = None) -> RunInfo:
+        """The run ``run_id`` names: an id, a unique prefix, or ``latest``: the newest run that is no part of
+        another (a sweep stores a bench and an eval run per point after itself; they are named by id). With
+        ``kinds``, only runs of those kinds are named: ``latest`` is the newest of them, and a prefix or id of
+        another kind's run is refused as that."""
+        runs = self.list_runs()
         if run_id == "latest":
-            matches = self.list_runs(limit=1)
+            matches = [r for r in runs if not _part_of_another(r)]
         else:
-            matches = [r for r in self.list_runs() if r.run_id.startswith(run_id)]
-        if not matches:
-            raise StoreError(f"no run {run_id!r} in {self.path}", hint="`servelab runs list` shows the runs")
-        exact = [r for r in matches if r.run_id == run_id]
-        if len(matches) > 1 and not exact:
-            raise StoreError(f"{run_id!r} matches {len(matches)} runs; give more of the id")
-        return exact[0] if exact else matches[0]
+            matches = [r for r in runs if r.run_id.startswith(run_id)]
+        wanted = [r for r in matches if kinds is None or r.kind in kinds]
+        if not wanted:
+            if matches and run_id != "latest":
+                other = matches[0]
+                raise UsageError(f"run {other.run_id} is a {other.kind} run, not a {' or '.join(kinds or ())} run",
+                                 hint="`servelab runs list` shows the runs and their kinds")  # fmt: skip
+            what = f" ({', '.join(kinds)})" if kinds else ""
+            raise StoreError(f"no run {run_id!r}{what} in {self.path}", hint="`servelab runs list` shows the runs")
+        if run_id == "latest":
+            return wanted[0]
+        exact = [r for r in wanted if r.run_id == run_id]
+        if len(wanted) > 1 and not exact:
+            raise StoreError(f"{run_id!r} matches {len(wanted)} runs; give more of the id")
+        return exact[0] if exact else wanted[0]
 
     def records(self, run_id: str) -> list[RequestRecord]:
         return list(self.iter_records(run_id))
@@ -252,6 +265,12 @@ class RunStore:
     def summaries(self, run_id: str) -> dict[str, dict[str, Any]]:
         rows = self._db.execute("SELECT name, data FROM summaries WHERE run_id = ? ORDER BY name", (run_id,))
         return {name: json.loads(data) for name, data in rows}
+
+
+def _part_of_another(info: RunInfo) -> bool:
+    """A run made as one part of another (a sweep point's bench or eval run)."""
+    args = info.manifest.get("args") if isinstance(info.manifest, dict) else None
+    return isinstance(args, dict) and "sweep_point" in args
 
 
 @contextmanager

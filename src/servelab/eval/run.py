@@ -152,7 +152,7 @@ def _graded(result: EvalResult, options: EvalOptions) -> EvalRun:
 
 def regrade(store: RunStore, run_id: str, options: EvalOptions) -> EvalResult:
     """Grade a stored run again from its raw replies (no target needed); stores the new grades."""
-    info = store.get_run(run_id)
+    info = store.get_run(run_id, kinds=("eval",))
     stored = store.summaries(info.run_id).get("eval/items")
     if stored is None:
         raise UsageError(f"run {info.run_id} is not an eval run (no stored items)")

@@ -9,14 +9,18 @@ are left out: their concurrency is not the step's. ``RUN:TARGET`` picks one targ
 from __future__ import annotations
 
 from servelab.core.errors import UsageError
-from servelab.core.results import BenchRun, load_result
+from servelab.core.results import BenchRun, RunResult, load_result
 from servelab.core.results.bench import Step
-from servelab.core.store import RunStore
+from servelab.core.results.sweep import SweepRun
+from servelab.core.store import RunInfo, RunStore
 from servelab.plan.budget import PlanRequest, scheme_of, weights_for
 from servelab.plan.fit import Fit, Measured, fit_constants
 from servelab.plan.quant import kv_dtype_bytes
 from servelab.plan.resolve import Resolved
 from servelab.plan.speed import Constants, workload
+
+BENCH_RUN_KINDS = ("bench", "bench-slo")
+FIT_KINDS = (*BENCH_RUN_KINDS, "sweep")
 
 
 def _point(step: Step, run_id: str) -> Measured | None:
@@ -31,12 +35,16 @@ def _point(step: Step, run_id: str) -> Measured | None:
 
 
 def points_from_runs(store: RunStore, refs: list[str]) -> list[Measured]:
-    """Every usable step of the runs named (id, unique prefix or 'latest', each optionally ``:TARGET``)."""
+    """Every usable step of the runs named (id, unique prefix or 'latest', each optionally ``:TARGET``; a sweep's
+    ``:point-N`` is that point's bench run, and a sweep of several measured points must name one: its points are
+    different configurations, one speed model each)."""
     points: list[Measured] = []
     for ref in refs:
         run_ref, _, target = ref.partition(":")
-        info = store.get_run(run_ref)
+        info = store.get_run(run_ref, kinds=FIT_KINDS)
         result = load_result(store, info)
+        if isinstance(result, SweepRun):
+            info, result = _sweep_point(store, result, info.run_id, target)
         if not isinstance(result, BenchRun):
             raise UsageError(f"run {info.run_id} is a {info.kind} run: --fit reads bench (and sweep) runs")
         targets = sorted({s.target for s in result.steps})
@@ -50,6 +58,21 @@ def points_from_runs(store: RunStore, refs: list[str]) -> list[Measured]:
             raise UsageError(f"run {info.run_id} has no closed-loop step with a measured decode speed to fit")
         points += found
     return points
+
+
+def _sweep_point(store: RunStore, sweep: SweepRun, run_id: str, target: str) -> tuple[RunInfo, RunResult | None]:
+    """The bench run of the sweep's point ``target`` (``point-N``), or of its only measured point."""
+    measured = {f"point-{p.index}": p.bench_run for p in sweep.points if p.status == "measured" and p.bench_run}
+    if not measured:
+        raise UsageError(f"sweep {run_id} has no measured point to fit")
+    if not target and len(measured) > 1:
+        raise UsageError(f"sweep {run_id} measured {len(measured)} configurations: name the one to fit",
+                         hint=" or ".join(f"{run_id}:{name}" for name in measured))  # fmt: skip
+    name = target or next(iter(measured))
+    if name not in measured:
+        raise UsageError(f"sweep {run_id} has no measured {name!r}", hint=", ".join(measured))
+    info = store.get_run(measured[name], kinds=BENCH_RUN_KINDS)
+    return info, load_result(store, info)
 
 
 def fit_from_runs(

@@ -21,6 +21,7 @@ from servelab.core.store import RunInfo, RunStore
 from servelab.report.bench_view import bench
 from servelab.report.coexist_view import coexist_section
 from servelab.report.eval_view import eval_section, repo_section
+from servelab.report.gpu_view import add_gpu_tables, point_telemetry
 from servelab.report.model import Section, Table, add_plot, fmt
 from servelab.report.plan_view import check_section, plan_section
 
@@ -46,12 +47,14 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
     match result:
         case BenchRun():
             bench(out, result, store.records(info.run_id) if with_plots else None)
+            add_gpu_tables(out, store.summaries(info.run_id))
         case EvalRun():
             eval_section(out, result, with_plots)
         case RepoRun():
             repo_section(out, result)
         case CoexistRun():
             coexist_section(out, result)
+            add_gpu_tables(out, store.summaries(info.run_id))
             if with_plots:
                 _coexist_plot(out, store, info)
         case PlanRun():
@@ -61,7 +64,7 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
         case SweepRun():
             from servelab.report.sweep_view import sweep_section
 
-            sweep_section(out, result, with_plots)
+            sweep_section(out, result, with_plots, point_telemetry(store, result))
     out.problems[:0] = [f"FAILED: {line}" for line in result.request_failures()]  # first: what a figure lacks
     if result.error and info.status == "failed" and not any(result.error in p for p in out.problems):
         out.problems.append(result.error)

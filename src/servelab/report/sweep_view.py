@@ -4,16 +4,20 @@ under the sweep's SLO, named with its command line."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from servelab.core.figures import Figure, fmt_number, proportion_text, supports
 from servelab.core.results.sweep import PointEval, PointFigures, SweepPoint, SweepRun
 from servelab.report import plots
+from servelab.report.gpu_view import add_point_gpu_table
 from servelab.report.model import Section, Table, add_plot, say
 from servelab.sweep import Candidate, SessionsHeld, best_under, candidates, pareto_front, sessions_held
 
 POINT_HEADERS = ["point", "flags", "plan KV", "logged KV", "difference", "start", "measured", "failure"]
 
 
-def sweep_section(out: Section, result: SweepRun, with_plots: bool = False) -> None:
+def sweep_section(out: Section, result: SweepRun, with_plots: bool = False,
+                  telemetry: dict[int, dict[str, Any]] | None = None) -> None:  # fmt: skip
     counts = {s: sum(p.status == s for p in result.points) for s in ("measured", "failed", "skipped")}
     done = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "none done"
     out.facts = [f for f in out.facts if f[0] != "requests failed"]  # its requests are in each point's bench run
@@ -25,6 +29,7 @@ def sweep_section(out: Section, result: SweepRun, with_plots: bool = False) -> N
             "difference: planned less logged; start: seconds to /health, cold (compiled now) or cached; measured: "
             "per step, median tok/s per user, aggregate tok/s, TTFT p95")  # fmt: skip
     out.tables.append(Table("The points", POINT_HEADERS, rows, note=note))
+    add_point_gpu_table(out, result, telemetry or {})
     _plan_verdict(out, result)
     _sessions(out, result)
     found = candidates(result)

@@ -93,7 +93,7 @@ def run_sweep(
 
 def _resumable(store: RunStore, run_id: str, points: list[Point]) -> list[SweepPoint]:
     """The stored run's finished points that are still in the grid, renumbered to their place in it."""
-    info = store.get_run(run_id)
+    info = store.get_run(run_id, kinds=("sweep",))
     stored = load_result(store, info)
     if info.kind != "sweep" or not isinstance(stored, SweepRun):
         raise UsageError(f"run {info.run_id} is a {info.kind} run, not a sweep", hint="servelab runs list")
@@ -210,7 +210,7 @@ def stored_options(store: RunStore, run_id: str) -> SweepOptions:
     """The options a stored sweep ran with (what ``--resume`` goes on with)."""
     from servelab.sweep.grid import Axis
 
-    info = store.get_run(run_id)
+    info = store.get_run(run_id, kinds=("sweep",))
     stored = load_result(store, info)
     if info.kind != "sweep" or not isinstance(stored, SweepRun):
         raise UsageError(f"run {info.run_id} is a {info.kind} run, not a sweep", hint="servelab runs list")

@@ -151,6 +151,36 @@ def test_plan_fit_reads_a_stored_bench_run(sim: Target, tmp_path: Path, capsys: 
     assert data["speed"]["constants"]["source"].startswith("fitted to 3 measured points (1 held out)")
 
 
+@pytest.mark.parametrize("sim", [["--max-running", "8", "--step-ms", "4"]], indirect=True)
+def test_plan_fit_reads_one_point_of_a_stored_sweep(sim: Target, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """A sweep's points are bench runs stored after it: ``SWEEP:point-N`` fits that point's steps, ``SWEEP`` alone
+    of several configurations is refused naming them."""
+    from servelab.core.errors import UsageError
+    from servelab.core.recorder import RunRecorder
+    from servelab.core.results.sweep import SweepPoint, SweepRun
+    from servelab.core.store import STATUS_COMPLETE
+
+    store = tmp_path / "runs.sqlite"
+    benches = []
+    for name, levels in (("point-0", "1,2,3"), ("point-1", "1,2,3,4")):
+        assert main(["bench", "--target", f"{name}={sim.url}", "--scenario", "synthetic:64:24", "--sweep", levels,
+                     "--requests", "4", "--store", str(store), "--json"]) == 0  # fmt: skip
+        benches.append(json.loads(capsys.readouterr().out)["run_id"])
+    with RunStore(store) as db:
+        sweep = RunRecorder(db, "sweep", {"kind": "sweep"})
+        points = [SweepPoint(index=i, key=f"-np {i}", status="measured", bench_run=b) for i, b in enumerate(benches)]
+        sweep.result(SweepRun(engine="llamacpp", planned=[p.key for p in points], points=points))
+        sweep.finish(STATUS_COMPLETE)
+        assert sorted(p.concurrency for p in points_from_runs(db, [f"{sweep.run_id}:point-1"])) == [1, 2, 3, 4]
+        assert sorted(p.concurrency for p in points_from_runs(db, [f"{sweep.run_id[:20]}:point-0"])) == [1, 2, 3]
+        with pytest.raises(UsageError, match="measured 2 configurations: name the one to fit") as named:
+            points_from_runs(db, ["latest"])
+        assert named.value.hint and f"{sweep.run_id}:point-0" in named.value.hint
+        with pytest.raises(UsageError, match="has no measured 'point-7'"):
+            points_from_runs(db, [f"{sweep.run_id}:point-7"])
+
+
 def test_a_fit_of_a_run_that_is_not_a_bench_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "runs.sqlite"
     assert main(["plan", "smollm2-135m", "--gpu", "h200", "--store", str(store)]) == 0  # stores nothing

@@ -66,6 +66,18 @@ def test_only_a_sweep_run_resumes(tmp_path: Path) -> None:
             stored_options(store, other)
 
 
+def test_latest_resumes_the_newest_sweep_past_its_points_bench_runs(tmp_path: Path) -> None:
+    """Each point's bench run is stored after the sweep: ``--resume latest`` means the sweep (found on an H100,
+    2026-12-06: it named the last point's bench run and refused it as "not a sweep")."""
+    options = SweepOptions(engine="llamacpp", grid=make_grid(["-np 1,2"], []))
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        run_id = _interrupted(store, options, [_point(0, "-np 1", ["-np", "1"])])
+        store.create_run("bench", {"args": {"sweep_point": "point-0"}})
+        store.create_run("bench", {})  # a bench run of its own, after the sweep
+        assert stored_options(store, "latest").grid.expand() == options.grid.expand()
+        assert store.get_run("latest", kinds=("sweep",)).run_id == run_id
+
+
 def test_the_report_sets_the_plan_beside_the_log_and_names_the_best(tmp_path: Path) -> None:
     options = SweepOptions(engine="llamacpp", grid=make_grid(["-np 1,2,3"], []))
     oom = PointFailure(kind="out of memory", reason="failed to allocate buffer for kv cache")
