@@ -21,6 +21,7 @@
 #   sweep   seed 000's questions on Laguna (sweep-seed000.toml; on an H100 sweep-seed000-h100.toml); interrupted at
 #           the stage's budget, resumable
 #   resume  the sweep resumed
+#   eagle   EAGLE-3 speculative decoding on Llama-3.1-8B's geometry, on and off (sweep-eagle-h100.toml)
 # usage: bash benchmarks/gpu/seed_runs.sh STAGE [STAGE ...] OUT        (BUDGET_S=570 for the whole command)
 set -uo pipefail
 OUT=${!#}; STAGES=("${@:1:$#-1}"); mkdir -p "$OUT"
@@ -130,6 +131,14 @@ for STAGE in "${STAGES[@]}"; do
       timeout -k 10 "$(left)" python3 benchmarks/gateway/count.py --engine none --model-folder .bench-tokenizer \
         --rounds 50 >/tmp/w/count.txt 2>&1; tail -8 /tmp/w/count.txt
       nproc >/tmp/w/host.txt; lscpu >>/tmp/w/host.txt 2>&1; pack gateway ;;
+    eagle)
+      # EAGLE-3 on Llama-3.1-8B's geometry (sweep-eagle-h100.toml): the draft's memory against the plan, and what
+      # drafting 3 tokens a step costs or gains on dummy weights (the acceptance is theirs: near-uniform logits)
+      bash benchmarks/gpu/stop_server.sh
+      sl sweep --spec benchmarks/gpu/sweep-eagle-h100.toml --port 8000 >/tmp/w/sweep.txt 2>&1
+      echo "eagle rc=$? at ${SECONDS}s"; tail -40 /tmp/w/sweep.txt
+      pkill -f vllm.entrypoints; sleep 2
+      cp -r /tmp/slhome/sweep /tmp/w/ 2>/dev/null; pack eagle ;;
     sweep|resume)
       bash benchmarks/gpu/stop_server.sh
       if [[ $STAGE == sweep ]]; then

@@ -59,7 +59,8 @@ def _point_row(p: SweepPoint) -> list[str]:
     start = "-"
     if p.start is not None and p.start.seconds is not None:
         start = f"{p.start.seconds:,.0f} s\n{p.start.cache}"
-    measured = "\n".join([*(_step_text(f) for f in p.figures), *(_eval_text(e) for e in p.evals)]) or (p.skipped or "-")
+    lines = [*(_step_text(f) for f in p.figures), *(_eval_text(e) for e in p.evals), *p.while_measured]
+    measured = "\n".join(lines) or (p.skipped or "-")
     failure = f"{p.failure.kind}:\n{p.failure.reason}" if p.failure else "-"
     return [str(p.index), p.key, plan_text, fmt_number(logged, 0) if logged is not None else "-", diff, start,
             measured, failure]  # fmt: skip

@@ -31,7 +31,7 @@ from servelab.sweep.failures import READ_LINES, classify
 from servelab.sweep.grid import Grid, Point
 from servelab.sweep.launch import ENGINES, PointEngine, StartFailed, launch_for, point_settings
 from servelab.sweep.measure import Workload, evaluate, measure
-from servelab.sweep.startlog import logged, start_facts
+from servelab.sweep.startlog import log_size, logged, start_facts, while_measured
 
 Say = Callable[[str], None]
 EMBEDDED_PLAN = {"vllm": None, "llamacpp": "smollm2-135m", "sglang": "smollm2-135m"}  # None: the converted folder
@@ -144,6 +144,8 @@ def _not_started(base: SweepPoint, exc: StartFailed, log: Path, options: SweepOp
 
 
 def _measured(store: RunStore, options: SweepOptions, base: SweepPoint, url: str, say: Say) -> SweepPoint:
+    log = Path(base.start.log) if base.start and base.start.log else None
+    mark = log_size(log) if log else 0
     try:
         target = resolve(TargetSpec(f"point-{base.index}", url))
         bench_run, figures = measure(store, target, options.work, options.slo)
@@ -152,7 +154,11 @@ def _measured(store: RunStore, options: SweepOptions, base: SweepPoint, url: str
         say(f"point {base.index}: measurement failed: {exc}")
         failure = PointFailure(kind="measurement failed", reason=str(exc))
         return base.model_copy(update={"status": "failed", "failure": failure})
-    update = {"status": "measured", "bench_run": bench_run, "figures": figures, "eval_run": eval_run, "evals": evals}
+    said = while_measured(log, mark) if log else []
+    for line in said:
+        say(f"point {base.index}: {line}")
+    update = {"status": "measured", "bench_run": bench_run, "figures": figures, "eval_run": eval_run, "evals": evals,
+              "while_measured": said}  # fmt: skip
     return base.model_copy(update=update)
 
 

@@ -35,6 +35,57 @@ _SGLANG_KV = re.compile(r"KV Cache is allocated\. #tokens: (\d+)")
 _LLAMACPP = "llama_kv_cache"
 
 
+_STAMP = r"^(?:.*?(\d\d-\d\d \d\d:\d\d:\d\d))?"  # vLLM's MM-DD HH:MM:SS, where the line has one
+_WHILE_MEASURED = (  # a line the engine wrote while measured that qualifies a figure taken then -> what it means
+    (re.compile(_STAMP + r".*Triton kernel JIT compilation during inference: (\w+)"),
+     "the engine JIT-compiled a Triton kernel ({1}) while measured{at}: the step measured then includes the compile"),
+    (re.compile(_STAMP + r".*(?:Compiling a graph for compile range|Compiling model again)"),
+     "the engine compiled a graph while measured{at}: the step measured then includes the compile"),
+)  # fmt: skip
+
+
+def log_size(path: Path) -> int:
+    """Where the log ends now (what is written after this is the measurement's)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def while_measured(path: Path, since: int) -> list[str]:
+    """What the engine's log said after byte ``since`` that qualifies the figures measured then, once per kind and
+    kernel, with the first time it was said and how often."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(since)
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return []
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        for pattern, meaning in _WHILE_MEASURED:
+            if m := pattern.search(line):
+                stamp, *rest = m.groups()
+                key = meaning.format("", *rest, at="")
+                found.setdefault(key, []).append(meaning.format(stamp, *rest, at=f" at {stamp}" if stamp else ""))
+    lines = [said[0] + (f" ({len(said)} times)" if len(said) > 1 else "") for said in found.values()]
+    return lines + _acceptance(text)
+
+
+_SPEC = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
+
+
+def _acceptance(text: str) -> list[str]:
+    """vLLM's speculative-decoding lines summed: the drafted tokens the target accepted while measured (an engine
+    that drafted nothing, as ngram on text with no repeats, logs no such line)."""
+    counts = [(int(a), int(d)) for a, d in _SPEC.findall(text)]
+    accepted, drafted = sum(a for a, _ in counts), sum(d for _, d in counts)
+    if not drafted:
+        return []
+    return [f"speculative decoding: {accepted:,} of {drafted:,} drafted tokens accepted ({accepted / drafted:.1%}) "
+            f"while measured"]  # fmt: skip
+
+
 def read_text(path: Path) -> str:
     try:
         return path.read_text(errors="replace")

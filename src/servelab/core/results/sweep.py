@@ -102,6 +102,7 @@ class SweepPoint(Model):
     figures: list[PointFigures] = Field(default_factory=list)
     eval_run: str | None = None
     evals: list[PointEval] = Field(default_factory=list)
+    while_measured: list[str] = Field(default_factory=list)  # what the engine's log said then that qualifies a figure
 
 
 class SweepRun(RunResult):
