@@ -15,6 +15,7 @@ from servelab.plan.ceiling import DecodeCeiling, decode_ceiling
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
 from servelab.plan.defaults import defaults_note, with_defaults
+from servelab.plan.draft import fold_draft
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.engine_shape import EngineShape, with_flags
 from servelab.plan.engines import (
@@ -199,6 +200,7 @@ def _vllm_opts(req: PlanRequest, resolved: Resolved | None = None) -> VllmOption
 
 def compare_with(resolved: Resolved, req: PlanRequest, plan: Plan, reported: Reported) -> Comparison:
     """Set the plan beside what a running engine reported about itself."""
+    resolved, _ = fold_draft(resolved, req.engine, req.engine_args)
     if reported.engine == "llamacpp":  # the cache is sized by the flags alone: cells and bytes
         cap = llamacpp_capacity(resolved.spec, req.context * req.concurrency, req.concurrency,
                                 kv_dtype_bytes(req.kv_dtype), 0, ubatch=reported.ubatch or LLAMACPP_UBATCH)  # fmt: skip
@@ -250,6 +252,7 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
 
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
+    resolved, draft_note = fold_draft(resolved, req.engine, req.engine_args)
     spec = resolved.spec
     req, defaults = with_defaults(req, spec.max_position)
     too_long = bool(spec.max_position) and req.context > spec.max_position
@@ -313,7 +316,7 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         decode=decode_ceiling(spec, weights, req),
         speed=_speed(resolved, weights, req),
         command=command_line(resolved, req, chosen),
-        notes=_notes(resolved, req, weights) + ([defaults_note(defaults)] if defaults else []),
+        notes=_notes(resolved, req, weights, draft_note) + ([defaults_note(defaults)] if defaults else []),
         defaults=defaults,
     )
 
@@ -376,7 +379,7 @@ def _tenths(sessions: float) -> float:
     return math.floor(sessions * 10 + 1e-9) / 10
 
 
-def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> list[str]:
+def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate, draft: str | None) -> list[str]:
     spec = resolved.spec
     notes = list(spec.notes)
     declared = spec.quantization
@@ -392,7 +395,9 @@ def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate) -> lis
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
     method = req.engine_args.speculative_method if req.engine_args else None
-    if method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
+    if draft:
+        notes.append(draft)
+    elif method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
         notes.append(f"speculative decoding ({method}): the draft's weights and KV are not counted")
     if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
         notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "

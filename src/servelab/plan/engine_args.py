@@ -49,6 +49,8 @@ class EngineArgs:
     hf_overrides: str | None = None  # vLLM's --hf-overrides, as canonical JSON (a JSON object)
     speculative_method: str | None = None  # vLLM's --speculative-config: its method
     num_speculative_tokens: int | None = None  # --speculative-config's num_speculative_tokens
+    speculative_model: str | None = None  # --speculative-config's draft model (a folder or hub id)
+    load_format: str | None = None  # --load-format (dummy: nothing loaded, a draft shares the target's head)
     parallel_drafting: bool | None = None  # --speculative-config's parallel_drafting
     optimization_level: int | None = None  # -O / --optimization-level
     cudagraph_mode: str | None = None  # -cc.cudagraph_mode / --compilation-config's
@@ -102,6 +104,7 @@ VLLM_FLAGS: dict[str, Setting] = {
     "--quantization": ("quantization", str),
     "-q": ("quantization", str),
     "--hf-overrides": ("hf_overrides", json_object),
+    "--load-format": ("load_format", str),
     "--speculative-config": ("speculative_method", speculative_method),
     "-sc": ("speculative_method", speculative_method),
 }

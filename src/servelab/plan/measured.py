@@ -14,6 +14,7 @@ from servelab.core.results.bench import Step
 from servelab.core.results.sweep import SweepRun
 from servelab.core.store import RunInfo, RunStore
 from servelab.plan.budget import PlanRequest, scheme_of, weights_for
+from servelab.plan.draft import fold_draft
 from servelab.plan.fit import Fit, Measured, fit_constants
 from servelab.plan.quant import kv_dtype_bytes
 from servelab.plan.resolve import Resolved
@@ -82,6 +83,7 @@ def fit_from_runs(
     and tensor parallelism), from the request's peaks."""
     if not (req.bandwidth_gbs and req.tflops):
         raise UsageError("--fit needs the card's peak bandwidth and FLOPs: give --gpu, not --gpu-mem")
+    resolved, _ = fold_draft(resolved, req.engine, req.engine_args)
     weights = weights_for(resolved, req)
     work = workload(resolved.spec, weights, scheme_of(resolved, req), kv_dtype_bytes(req.kv_dtype), req.tp)
     return fit_constants(work, Constants(req.bandwidth_gbs, req.tflops), points_from_runs(store, refs), hold_out)

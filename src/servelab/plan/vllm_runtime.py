@@ -119,6 +119,8 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
             raise UsageError(f"--engine-args: --speculative-config: {exc}") from None
         if isinstance(spec.get("num_speculative_tokens"), int):
             values["num_speculative_tokens"] = spec["num_speculative_tokens"]
+        if isinstance(spec.get("model"), str) and spec["model"]:
+            values["speculative_model"] = spec["model"]
         if spec.get("parallel_drafting") is not None:
             values["parallel_drafting"] = bool(spec["parallel_drafting"])
     cc = configs.get("compilation") or {}
@@ -252,9 +254,10 @@ LOG_RUNTIME = {"enable_lora": "enable_lora", "max_cudagraph_capture_size": "max_
                 "kv_sharing_fast_prefill": "KV sharing fast prefill",
                 "enable_return_routed_experts": "routed experts capture",
                 "ec_transfer_config": "EC transfer"}  # fmt: skip
-DERIVED = {"num_speculative_tokens", "parallel_drafting", "optimization_level", "cudagraph_mode", "compilation_mode",
-            "max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora", "performance_mode", "v2_blockers",
-            "use_v2_model_runner", "estimate_cudagraphs", "torch_compile_disable"}  # fmt: skip
+DERIVED = {"num_speculative_tokens", "speculative_model", "parallel_drafting", "optimization_level", "cudagraph_mode",
+           "compilation_mode", "max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora",
+           "performance_mode", "v2_blockers", "use_v2_model_runner", "estimate_cudagraphs",
+           "torch_compile_disable"}  # fmt: skip
 
 
 def runtime_from_log(data: Mapping[str, Any]) -> RuntimeReader:

@@ -1,0 +1,95 @@
+"""A speculative draft's memory in the plan, against vLLM 0.25.1's own start of Llama-3.1-8B's geometry with the
+EAGLE-3 draft of yuhuili/EAGLE3-LLaMA3.1-Instruct-8B on an H100 (dummy weights, docs/sweep.md "Session 28"): the
+draft's weights beside the target's (15.58 GiB logged against 15.00 without it) and its layer in the KV cache (the
+capacity rule at vLLM's own KV memory exact)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servelab.plan import compare_with, engine_request, make_plan, read_reported, resolve_model
+from servelab.plan.draft import fold_draft, read_draft
+from servelab.plan.engine_args import parse_engine_args
+from tests.unit.plan.graphs_planned import h100_request
+
+ROOT = Path(__file__).resolve().parents[3]
+MODELS = ROOT / "benchmarks/gpu/models"
+RUN = ROOT / "docs/data/h100-sweep-eagle-2026-12-06-s28"
+DRAFT = MODELS / "eagle3-llama3.1-8b"
+GIB = 2**30
+H, Q, KV, INNER = 4096, 4096, 2 * 8 * 128, 14336
+# by hand from llama_eagle3.py: the first layer's q/k/v read 2 x hidden, o, the gated MLP, the fc from three
+# auxiliary states, and four norms (input, hidden, post-attention, final)
+EAGLE3_PARAMS = 2 * H * (Q + KV) + Q * H + 3 * H * INNER + 3 * H * H + 4 * H
+
+
+def flags(draft: Path | str, dummy: bool = True) -> str:
+    config = {"method": "eagle3", "model": str(draft), "num_speculative_tokens": 3}
+    return (
+        "--load-format dummy " if dummy else ""
+    ) + f"--max-model-len 32768 --speculative-config '{json.dumps(config)}'"
+
+
+def test_the_eagle3_drafts_parameters_by_hand() -> None:
+    dummy = read_draft("eagle3", str(DRAFT), dummy=True)
+    real = read_draft("eagle3", str(DRAFT), dummy=False)
+    assert not isinstance(dummy, str | None) and not isinstance(real, str | None)
+    assert dummy.params == EAGLE3_PARAMS  # 294M: the head is the target's under dummy weights
+    assert real.params == EAGLE3_PARAMS + 32000 * H  # a checkpoint's own head of draft_vocab_size rows
+    assert [(layer.kind, layer.num_kv_heads, layer.head_dim) for layer in dummy.layers] == [("full", 8, 128)]
+
+
+def test_the_eagle3_start_is_planned_as_vllm_logged_it() -> None:
+    reported = read_reported(str(RUN / "point-1-engine.log.gz"))
+    request = engine_request(h100_request(), flags(DRAFT), reported)
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    plan = make_plan(resolved, request)
+    assert reported.weights_bytes and abs(plan.weights.bytes - reported.weights_bytes) < 0.005 * reported.weights_bytes
+    beside = compare_with(resolved, request, plan, reported)
+    # 33 layers a token: within the log's rounding of its KV memory to 0.01 GiB (~40 tokens); 32 layers gave 453,424
+    assert reported.tokens == 439_712 and abs(beside.predicted_tokens_same_pool - reported.tokens) <= 48
+    assert any("the draft's 294M parameters" in note for note in plan.notes)
+    # the KV memory is 1.7% high: the drafter's own profile (~0.6 GiB) is not modelled
+    assert reported.tokens < plan.capacity.tokens < 1.02 * reported.tokens
+
+
+def test_a_draft_not_readable_here_is_said_and_not_guessed(tmp_path: Path) -> None:
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    request = engine_request(h100_request(), flags(tmp_path / "nowhere"), None)
+    plan = make_plan(resolved, request)
+    alone = make_plan(resolved, engine_request(h100_request(), "--load-format dummy --max-model-len 32768", None))
+    assert plan.capacity.tokens == alone.capacity.tokens and plan.weights.bytes == alone.weights.bytes
+    assert any("no readable" in note and "not counted" in note for note in plan.notes)
+
+
+def test_a_draft_model_counts_every_parameter_and_layer_of_its_own() -> None:
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    small = resolve_model(str(MODELS / "smollm2-135m")).spec
+    config = {"method": "draft_model", "model": str(MODELS / "smollm2-135m"), "num_speculative_tokens": 4}
+    args = parse_engine_args(f"--max-model-len 8192 --speculative-config '{json.dumps(config)}'")
+    folded, note = fold_draft(resolved, "vllm", args)
+    assert len(folded.spec.layers) == len(resolved.spec.layers) + len(small.layers)
+    assert folded.spec.total_params == resolved.spec.total_params + small.total_params
+    assert note and "draft_model" in note
+
+
+@settings(max_examples=25, deadline=None)
+@given(times=st.integers(1, 4), dummy=st.booleans())
+def test_folding_is_done_once_whatever_the_path(times: int, dummy: bool) -> None:
+    """make_plan, compare_with and the speed fit each fold the draft: a target folded already stays as it is."""
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    args = parse_engine_args(flags(DRAFT, dummy))
+    once, note = fold_draft(resolved, "vllm", args)
+    again = once
+    for _ in range(times):
+        again, again_note = fold_draft(again, "vllm", args)
+        assert again_note == note
+    assert again.spec == once.spec and again.weights_bytes == once.weights_bytes
+
+
+@pytest.mark.parametrize("method", ["ngram", "suffix", None])
+def test_methods_without_a_draft_model_add_nothing(method: str | None) -> None:
+    assert read_draft(method, str(DRAFT), dummy=False) is None
