@@ -53,6 +53,21 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, h: int, kind: int) -> int:
         return 1980 if kind == self.NVML_CLOCK_SM else 2619
 
+    def nvmlDeviceGetProcessUtilization(self, h: int, last_seen_us: int) -> list[Any]:
+        """Two processes on GPU 0, one sample each per clock second, newer than ``last_seen_us`` only (as NVML
+        returns them); GPU 1 has none (NVML raises NotFound)."""
+        if h == 1:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        now_us = self.clock[0] // 1000
+        samples = [SimpleNamespace(pid=pid, smUtil=sm, memUtil=sm // 2, timeStamp=t)
+                   for t in range(0, now_us + 1, 10**6) for pid, sm in ((4242, 60), (777, 20))]  # fmt: skip
+        return [s for s in samples if s.timeStamp > last_seen_us]
+
+    def nvmlSystemGetProcessName(self, pid: int) -> bytes:
+        if pid == 777:
+            raise RuntimeError("NVML_ERROR_NO_PERMISSION")
+        return b"/usr/bin/python3.12"
+
     def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
         if h == 1:
             raise RuntimeError("not supported")
@@ -160,3 +175,42 @@ def test_the_report_shows_a_bench_and_each_sweep_points_gpu_figures(
     per_point = next(t for t in out.tables if t.caption == "GPU per point")
     assert per_point.rows[0][:2] == ["0", "-np 4"]
     assert "gpu 0: 300 W, 1.00 GiB used, SM 50%" in per_point.rows[0][2]
+
+
+def test_each_gpu_process_is_sampled_once_with_its_name() -> None:
+    """Per-process samples newer than the last read only (none counted twice), named where NVML may say."""
+    clock = [0]
+    sampler = GpuSampler(interval_s=3600, nvml=FakeNvml(clock), clock=lambda: clock[0])
+    assert sampler.start() is None
+    for _ in range(3):
+        clock[0] += 2 * 10**9
+        sampler._sample_all()
+    telemetry = sampler.stop()
+    seen = [(p.pid, p.sm_util) for p in telemetry.processes]
+    # NVML's samples at 0..6 s: seven per process, each read once (the first call: t=0 is not newer than 0)
+    assert sorted(seen) == sorted([(4242, 60.0)] * 6 + [(777, 20.0)] * 6)
+    assert telemetry.process_names == {4242: "/usr/bin/python3.12", 777: "?"}
+    assert all(p.gpu == 0 for p in telemetry.processes)
+
+
+def test_each_coexist_condition_gets_the_gpu_samples_inside_its_segments() -> None:
+    """Segments on the sampler's clock become windows; a condition's figures are the samples inside them."""
+    from servelab.coexist.gpu_share import condition_gpu, gpu_summary
+    from servelab.engines.gpu_telemetry import GpuSample, GpuTelemetry, ProcessSample
+
+    def sample(t: float, sm: float, power: float) -> GpuSample:
+        return GpuSample(t, 0, sm, 10.0, int(t * 2**30), power, 1980, 2619, None)
+
+    telemetry = GpuTelemetry(t0_ns=100 * 10**9, interval_s=0.5, gpus=["H100"])
+    telemetry.samples = [sample(t, sm, p) for t, sm, p in ((1, 10, 100), (2, 20, 120), (5, 90, 300), (6, 70, 280))]
+    telemetry.processes = [ProcessSample(2, 0, 11, 15.0, 1.0), ProcessSample(5, 0, 11, 30.0, 1.0),
+                           ProcessSample(5, 0, 22, 60.0, 1.0), ProcessSample(6, 0, 22, 50.0, 1.0)]  # fmt: skip
+    telemetry.process_names = {11: "/opt/tts/bin/python", 22: "vllm"}
+    stored = gpu_summary(telemetry, [("alone", 100.5, 102.5), ("llm:decode", 104.5, 106.5), ("empty", 107, 108)])
+    found = condition_gpu(json.loads(json.dumps(stored)))  # as the store gives it back
+    assert list(found) == ["alone", "llm:decode"]  # no sample inside "empty": no figures
+    alone, loaded = found["alone"], found["llm:decode"]
+    assert (alone["samples"], alone["sm_busy"], alone["power_w"]) == (2, 15.0, 110.0)
+    assert loaded["sm_busy"] == 80.0 and loaded["mem_used_max_bytes"] == 6 * 2**30
+    assert [(p["pid"], p["sm_share"]) for p in loaded["processes"]] == [(22, 55.0), (11, 30.0)]
+    assert alone["processes"] == [{"pid": 11, "name": "/opt/tts/bin/python", "sm_share": 15.0, "samples": 1}]

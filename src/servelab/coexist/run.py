@@ -13,6 +13,7 @@ from servelab.coexist.baselines import llm_baselines, rebase, set_shares
 from servelab.coexist.conditions import CONDITIONS, LLM_ONLY, Condition, parse_condition, with_baselines
 from servelab.coexist.duration import DEFAULT_UTTERANCES, default_utterances, expected_s
 from servelab.coexist.goals import Goals, judge
+from servelab.coexist.gpu_share import gpu_summary
 from servelab.coexist.load import Background, LlmLoad, fitted_prefill
 from servelab.coexist.mitigations import LeaseHolder, Mitigation, mitigated
 from servelab.coexist.playback import Chunk, Utterance
@@ -150,12 +151,12 @@ def run_coexist(
         session.failed = describe(exc)
     except BaseException as exc:  # Ctrl-C or a signal: keep what was measured, mark it interrupted, stop
         _keep(run, session.result())
-        run.summary("coexist/gpu", gpu.stop().stored())
+        run.summary("coexist/gpu", gpu_summary(gpu.stop(), session.segments))
         run.fail(exc)
         raise
     result = session.result()
     _keep(run, result)
-    run.summary("coexist/gpu", gpu.stop().stored())
+    run.summary("coexist/gpu", gpu_summary(gpu.stop(), session.segments))
     run.finish(STATUS_FAILED if session.failed else STATUS_COMPLETE, session.failed)
     return result
 
@@ -184,6 +185,7 @@ class _Session:
         self.probe_info: Facts = {}
         self.failed: str | None = None
         self._segment_s: list[float] = []  # how long the probe segments took: the baselines' length
+        self.segments: list[tuple[str, float, float]] = []  # (condition, start, end) on perf_counter: GPU windows
 
     def _sink(self, record: RequestRecord) -> None:
         self.records.append(record)
@@ -231,6 +233,7 @@ class _Session:
             if background:
                 self.warnings += await background.stop()
         self._segment_s.append(time.perf_counter() - began)
+        self.segments.append((condition.name, began, began + self._segment_s[-1]))
         for (name, _), got in zip(active, runs, strict=True):
             self.utterances += [replace(u, probe=name) for u in got]
         if self.progress:

@@ -41,6 +41,18 @@ class GpuSample:
     energy_j: float | None  # the card's counter since the driver loaded, where it has one
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """NVML's per-process utilisation (``nvmlDeviceGetProcessUtilization``): a process's share of one GPU's SM and
+    memory time over NVML's own sample period, taken at run-clock ``t_s``."""
+
+    t_s: float
+    gpu: int
+    pid: int
+    sm_util: float
+    mem_util: float
+
+
 @dataclass(slots=True)
 class GpuTelemetry:
     t0_ns: int
@@ -48,6 +60,8 @@ class GpuTelemetry:
     gpus: list[str] = field(default_factory=list)  # names, by index
     samples: list[GpuSample] = field(default_factory=list)
     none_because: str | None = None  # why nothing was recorded
+    processes: list[ProcessSample] = field(default_factory=list)  # where the driver gives per-process samples
+    process_names: dict[int, str] = field(default_factory=dict)  # pid -> its executable, as NVML names it
 
     def energy_j(self, gpu: int) -> float | None:
         """Energy one GPU used over the samples: its counter's difference, else power integrated (trapezoids)."""
@@ -82,8 +96,11 @@ class GpuTelemetry:
 
     def stored(self, output_tokens: int = 0) -> dict[str, Any]:
         """What a run keeps: the summary, then every sample (as lists, on the run clock)."""
-        return self.summary(output_tokens) | {"t0_ns": self.t0_ns, "interval_s": self.interval_s,
-                                               "samples": [asdict(s) for s in self.samples]}  # fmt: skip
+        names = {str(pid): name for pid, name in self.process_names.items()}
+        return self.summary(output_tokens) | {
+            "t0_ns": self.t0_ns, "interval_s": self.interval_s, "samples": [asdict(s) for s in self.samples],
+            "processes": [asdict(p) for p in self.processes], "process_names": names,
+        }  # fmt: skip
 
 
 def _mean(values: list[float]) -> float:
@@ -105,6 +122,7 @@ class GpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: list[Any] = []
+        self._seen_us: dict[int, int] = {}  # per GPU: the newest per-process sample's timestamp taken
         self.telemetry = GpuTelemetry(t0_ns=clock(), interval_s=interval_s)
 
     def start(self) -> str | None:
@@ -159,6 +177,21 @@ class GpuSampler:
                 self.telemetry.samples.append(self._sample(index, handle, now))
             except Exception:
                 continue
+            with contextlib.suppress(Exception):  # a driver without per-process accounting gives none
+                self._processes(index, handle, now)
+
+    def _processes(self, index: int, handle: Any, now: float) -> None:
+        """The per-process samples NVML took since the last ones read from this GPU, with each new pid's name."""
+        found = self._nvml.nvmlDeviceGetProcessUtilization(handle, self._seen_us.get(index, 0))
+        for s in found:
+            pid = int(s.pid)
+            self._seen_us[index] = max(self._seen_us.get(index, 0), int(s.timeStamp))
+            self.telemetry.processes.append(ProcessSample(now, index, pid, float(s.smUtil), float(s.memUtil)))
+            if pid not in self.telemetry.process_names:
+                try:
+                    self.telemetry.process_names[pid] = _text(self._nvml.nvmlSystemGetProcessName(pid))
+                except Exception:
+                    self.telemetry.process_names[pid] = "?"
 
     def _sample(self, index: int, handle: Any, now: float) -> GpuSample:
         nvml = self._nvml

@@ -3,9 +3,12 @@ point beside its flags. A run on a host with no visible GPU gets no table."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from servelab.coexist.gpu_share import condition_gpu
 from servelab.core.figures import fmt_number
+from servelab.core.results import CoexistRun
 from servelab.core.results.sweep import SweepRun
 from servelab.core.store import RunStore
 from servelab.report.model import Section, Table
@@ -70,6 +73,26 @@ def add_point_gpu_table(out: Section, result: SweepRun, telemetry: dict[int, dic
     if rows:
         note = NOTE + "; J per output token: the bench's energy over its output tokens"
         out.tables.append(Table("GPU per point", ["point", "flags", "NVML over the point's bench"], rows, note=note))
+
+
+def add_condition_gpu_table(out: Section, result: CoexistRun, summaries: dict[str, Any]) -> None:
+    """Coexist: per condition the probe's lateness beside what the GPU did then, and each GPU process's SM share."""
+    stored = summaries.get("coexist/gpu")
+    by_condition = condition_gpu(stored) if isinstance(stored, dict) else {}
+    if not by_condition:
+        return
+    rows = []
+    for name, gpu in by_condition.items():
+        late = [f"{c.probe or 'probe'}: {fmt_number(c.lateness_p99_ms, 0)} ms" for c in result.conditions
+                if c.condition == name and c.probe and c.lateness_p99_ms is not None]  # fmt: skip
+        shares = [f"{p['pid']} {Path(p['name']).name}: {p['sm_share']:.0f}%" for p in gpu["processes"][:4]]
+        rows.append([name, "\n".join(late) or "-", _percent(gpu["sm_busy"]), _watts(gpu["power_w"]),
+                     _gib(gpu["mem_used_max_bytes"]), "\n".join(shares) or "-", str(gpu["samples"])])  # fmt: skip
+    note = ("NVML samples inside each condition's probe segments: SM busy and power of the GPUs (mean), memory used "
+            "(most); each GPU process's SM share is NVML's per-process utilisation, its mean over the samples the "
+            "driver gave for it there (pid and executable); late: the probe's lateness p99")  # fmt: skip
+    out.tables.append(Table("The GPU during each condition", ["condition", "late p99", "SM busy", "power",
+                            "memory used", "SM share by process", "samples"], rows, note=note))  # fmt: skip
 
 
 def _percent(value: float | None) -> str:

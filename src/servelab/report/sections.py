@@ -21,7 +21,7 @@ from servelab.core.store import RunInfo, RunStore
 from servelab.report.bench_view import bench
 from servelab.report.coexist_view import coexist_section
 from servelab.report.eval_view import eval_section, repo_section
-from servelab.report.gpu_view import add_gpu_tables, point_telemetry
+from servelab.report.gpu_view import add_condition_gpu_table, add_gpu_tables, point_telemetry
 from servelab.report.model import Section, Table, add_plot, fmt
 from servelab.report.plan_view import check_section, plan_section
 
@@ -55,6 +55,7 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
         case CoexistRun():
             coexist_section(out, result)
             add_gpu_tables(out, store.summaries(info.run_id))
+            add_condition_gpu_table(out, result, store.summaries(info.run_id))
             if with_plots:
                 _coexist_plot(out, store, info)
         case PlanRun():

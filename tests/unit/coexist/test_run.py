@@ -270,3 +270,46 @@ def test_a_baseline_that_streamed_nothing_is_warned_of(sim: Target, tmp_path: Pa
     assert by["decode"].llm is not None and by["decode"].llm.tok_s_share is None
     assert by["decode"].llm.cut_before_first_token >= 1
     assert any(w.startswith("llm:decode: the LLM load alone streamed no token") for w in result.warnings)
+
+
+def test_the_report_sets_the_gpu_during_each_condition_beside_the_probes_lateness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run records each probe segment on the GPU sampler's clock; with samples inside them (NVML read from the
+    fake module of tests/unit/test_gpu_telemetry.py, sampled by the probe itself inside its segment: no timing)
+    the report has a row per condition: the probe's lateness p99, the GPU's SM busy and power, and each GPU
+    process's SM share."""
+    from servelab.coexist import run as coexist_run
+    from servelab.engines.gpu_telemetry import GpuSampler
+    from servelab.report import section
+    from tests.unit.test_gpu_telemetry import FakeNvml
+
+    clock, made = [0], []
+
+    class ManualSampler(GpuSampler):
+        def __init__(self) -> None:
+            super().__init__(nvml=FakeNvml(clock))
+            made.append(self)
+
+        def _loop(self) -> None:  # no ticks of its own: the probe samples inside its segment
+            return
+
+    class SamplingProbe(ScriptedProbe):
+        async def run(self, utterances: int, condition: str) -> list[Utterance]:
+            clock[0] += 10**9  # NVML's per-process samples move on a second a segment
+            made[0]._sample_all()
+            return await super().run(utterances, condition)
+
+    monkeypatch.setattr(coexist_run, "GpuSampler", ManualSampler)
+    with RunStore(tmp_path / "s.sqlite") as db:
+        result = run_coexist(db, SamplingProbe(), None, CoexistOptions(conditions=("alone",), repeats=2, utterances=2))
+        stored = db.summaries(result.run_id)["coexist/gpu"]
+        out = section(db, db.get_run(result.run_id), with_plots=False)
+    windows = stored["windows"]
+    assert [w["condition"] for w in windows] == ["alone", "alone"] and all(w["end_s"] > w["start_s"] for w in windows)
+    table = next(t for t in out.tables if t.caption == "The GPU during each condition")
+    (row,) = table.rows
+    assert row[0] == "alone" and row[1].startswith("scripted: ") and row[1].endswith(" ms")
+    assert row[2] in ("50%", "51%")  # the mean of GPU 0's 50% and GPU 1's 51%
+    assert "4242 python3.12: 60%" in row[5] and "777 ?: 20%" in row[5]
+    assert row[6] == "4"  # two segments, two GPUs: the start's and the stop's samples are outside them
