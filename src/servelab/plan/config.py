@@ -6,6 +6,7 @@ An architecture whose cache layout is not understood fails closed with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -267,30 +268,50 @@ NOPE_FAMILIES = {"jamba", "nemotron_h"}  # attention without rotary embeddings
 
 
 def rope_cache_elements(cfg: Config) -> int:
-    """Elements of vLLM's rotary cos/sin cache (``get_rope`` caches one per RoPE setting): the positions
-    it precomputes x the rotary dimension. YaRN precomputes original x factor positions; linear and
-    dynamic scaling max x factor; the rest the config's max_position_embeddings."""
+    """Elements of vLLM's rotary cos/sin caches: ``get_rope`` keeps one per distinct RoPE setting, so a model whose
+    sliding layers rotate otherwise (Laguna's ``swa_rope_parameters``, Gemma-3's ``rope_local_base_freq``, a
+    per-layer-type ``rope_parameters``) keeps two. Each is the positions it precomputes x its rotary dimension:
+    YaRN precomputes original x factor positions; linear and dynamic scaling max x factor; the rest the config's
+    max_position_embeddings."""
     mtype = _model_type(cfg)
     if mtype in NOPE_FAMILIES or cfg.get("position_embedding_type") == "nope" or cfg.get("mla_use_nope"):
         return 0
-    positions = int(cfg.get("max_position_embeddings") or 0)
+    return sum(_rope_elements(cfg, rope) for rope in _rope_settings(cfg))
+
+
+def _rope_settings(cfg: Config) -> list[Mapping[str, Any]]:
+    """Each distinct RoPE setting the model's layers use."""
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    kind = str(rope.get("rope_type") or rope.get("type") or "default") if isinstance(rope, Mapping) else "default"
-    factor = float(rope.get("factor") or 1.0) if isinstance(rope, Mapping) else 1.0
+    rope = rope if isinstance(rope, Mapping) else {}
+    nested = {kind: sub for kind, sub in rope.items() if isinstance(sub, Mapping)}
+    if nested:
+        used = set(cfg.get("layer_types") or ["full_attention"])
+        settings = [sub for kind, sub in nested.items() if kind in used] or list(nested.values())[:1]
+    else:
+        settings = [rope]
+        sliding = "sliding_attention" in (cfg.get("layer_types") or []) or bool(cfg.get("sliding_window_pattern"))
+        if sliding and isinstance(cfg.get("swa_rope_parameters"), Mapping):
+            settings.append(cfg["swa_rope_parameters"])
+        if sliding and cfg.get("rope_local_base_freq"):
+            settings.append({"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]})
+    distinct = {json.dumps(dict(s), sort_keys=True, default=str): s for s in settings}
+    return list(distinct.values())
+
+
+def _rope_elements(cfg: Config, rope: Mapping[str, Any]) -> int:
+    positions = int(cfg.get("max_position_embeddings") or 0)
+    kind = str(rope.get("rope_type") or rope.get("type") or "default")
+    factor = float(rope.get("factor") or 1.0)
     if kind in ("yarn", "deepseek_yarn") and rope.get("original_max_position_embeddings"):
         positions = int(int(rope["original_max_position_embeddings"]) * factor)
     elif kind in ("linear", "dynamic"):
         positions = int(positions * factor)
-    if mtype in MLA_TYPES or cfg.get("qk_rope_head_dim"):
-        rotary = int(cfg.get("qk_rope_head_dim") or 0)
-    else:
-        heads = int(cfg.get("num_attention_heads") or 1)
-        head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
-        partial = cfg.get("partial_rotary_factor") or (
-            rope.get("partial_rotary_factor") if isinstance(rope, Mapping) else None
-        )
-        rotary = int(head_dim * float(partial or 1.0))
-    return positions * rotary
+    if _model_type(cfg) in MLA_TYPES or cfg.get("qk_rope_head_dim"):
+        return positions * int(cfg.get("qk_rope_head_dim") or 0)
+    heads = int(cfg.get("num_attention_heads") or 1)
+    head_dim = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
+    partial = rope.get("partial_rotary_factor") or cfg.get("partial_rotary_factor")
+    return positions * int(head_dim * float(partial or 1.0))
 
 
 def max_context(cfg: Mapping[str, Any]) -> int:

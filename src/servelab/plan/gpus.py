@@ -48,7 +48,15 @@ GPUS: dict[str, GPU] = {
         GPU("a100-40gb", "A100 40 GB (HBM2)", _mib(40960), 1555.0, tflops=312.0),
         GPU("a100-80gb", "A100 80 GB (HBM2e)", _mib(81920), 2039.0, tflops=312.0),
         GPU("l40s", "L40S (48 GB GDDR6)", _mib(46068), 864.0, tflops=362.1),
-        GPU("h100-80gb", "H100 SXM 80 GB (HBM3)", _mib(81559), 3350.0, tflops=989.4),
+        GPU(
+            "h100-80gb",
+            "H100 SXM 80 GB (HBM3)",
+            _mib(81559),
+            3350.0,
+            "81,559 MiB as nvidia-smi reads it on the lent H100; CUDA reports 79.18 GiB (vLLM's worker snapshot)",
+            _mib(81080),
+            tflops=989.4,
+        ),
         GPU("h100-pcie", "H100 PCIe 80 GB (HBM2e)", _mib(81559), 2000.0, tflops=756.0),
         GPU(
             "h200",
