@@ -4,13 +4,16 @@
 ``util x total - weights - torch peak increase - non-torch increase - CUDA-graph estimate``:
 
 - **torch peak increase**: the profile run, one forward of ``max_num_batched_tokens`` tokens split
-  over ``min(max_num_seqs, tokens)`` dummy requests, then the sampler on one row per request. The
-  peak is the larger of the sampler (fp32 logits and its sort/top-p copies: ``SAMPLER_COPIES x
-  rows x vocab x 4``) and the largest layer's transient buffers (the gated MLP's gate/up and
-  activation outputs; the Triton fused-MoE workspaces ``M x topk x (max(I, H) + max(2I, H))`` plus
-  its output and a shared expert on its side stream), plus the hidden state and residual carried
-  through (``2 x tokens x hidden``), plus what the recurrent prefill kernels keep: one state per
-  dummy request, per family.
+  over ``min(max_num_seqs, tokens)`` dummy requests, then the sampler on one row per request.
+  On the V1 runner (every MoE but three, every hybrid, ngram or draft speculation) the peak is the
+  larger of its sampler phase (the fused-MoE workspace it still holds, 14 bytes a logit and the
+  top-k/top-p buffer, the last hidden states) and the forward phase (below), plus a fixed 32 MiB and
+  Kimi's KDA states: one formula for thirteen H100 and H200 starts within 0.1 GiB
+  (docs/plan-calibration.md). On V2 (dense models) it is the larger of the sampler (fp32 logits and
+  its copies: ``SAMPLER_COPIES x rows x vocab x 4``) and the forward phase: the largest layer's
+  transient buffers (the gated MLP's gate/up and activation outputs; the Triton fused-MoE workspaces
+  ``M x topk x (max(I, H) + max(2I, H))`` plus its output and a shared expert on its side stream),
+  plus the hidden state and residual carried through (``2 x tokens x hidden``).
 - **non-torch**: CUDA context growth, NCCL and cuBLAS workspaces: a constant on one GPU.
 - **CUDA graphs**: with graphs on, vLLM's V1 model runner captures two graphs of each mode to estimate
   the pool and deducts ``the largest first capture + per graph x (graphs - 1)`` of every mode. Its V2
@@ -36,14 +39,19 @@ MIB = 2**20
 
 NON_TORCH = int(0.22 * GIB)  # every H200 start logged 0.22-0.23 GiB
 SAMPLER_COPIES = 1.58  # the sampler's peak in fp32 logits (SmolLM2, Llama-3.1-8B at 2K tokens)
-MOE_FIXED = int(0.37 * GIB)  # MoE routing buffers besides the workspaces (Mixtral at 8K tokens)
-# Recurrent prefill kernels: bytes per profile-run request per element of one layer's temporal state. The
-# kernels keep one state per request (fp32 chunk and final states), so the term follows the dummy batch's
-# request count, min(max_num_seqs, max_num_batched_tokens), not its tokens: Nemotron-H's peak barely moved
-# from 8,192 to 2,048 batched tokens (1.93 / 1.88 GiB, 1,024 requests both) and Kimi-Linear's fell from
-# 30.55 to 2.90 GiB with --max-num-seqs 64.
-RECURRENT_PER_ROW_STATE = {"mamba1": 3.68, "mamba2": 0.80, "gdn": 3.39, "kda": 58.9}
+MOE_FIXED = int(0.34 * GIB)  # MoE routing buffers besides the workspaces (Mixtral at 8K tokens)
+# Kimi-Linear's KDA prefill keeps one fp32 state per profile-run request past the sampler's peak: bytes per request
+# per element of one layer's state, fitted on its 1,024-request start (30.55 GiB; 2.90 at --max-num-seqs 64, where
+# this gives 2.84). The Mamba and gated-delta-net hybrids keep nothing past it: their peaks are V1's sampler phase
+# (docs/plan-calibration.md), and a recurrent model never runs on V2.
+RECURRENT_PER_ROW_STATE = {"kda": 55.3}
 MXFP4_EXTRA_PER_TOKEN = 5.2  # triton_kernels' MXFP4 MoE: x topk x 2I x 2 bytes more than the Triton workspaces
+# vLLM's V1 runner (gpu_model_runner.py, _dummy_sampler_run) samples its dummy rows from bf16 logits it keeps, with
+# an fp32 copy, softmax probabilities and exponential noise (2 + 3 x 4 bytes a logit), beside the Triton top-k/top-p
+# buffer; the fused-MoE workspace (modular_kernel's WorkspaceManager) stays allocated from the first MoE layer on.
+V1_BYTES_PER_LOGIT = 14
+V1_TOPK_ROWS = 132  # the top-k/top-p buffer: rows rounded up to a power of two, at most 132, x vocab x fp32
+V1_FIXED = 32 * MIB  # cuBLAS workspaces and the like, beside the peak
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +108,39 @@ def recurrent_extra(spec: ModelSpec, rows: int, tp: int) -> int:
     return int(extra)
 
 
+def moe_workspace(spec: ModelSpec, tokens: int, shape: EngineShape) -> int:
+    """The Triton fused-MoE workspace ``M x topk x (max(I, H) + max(2I, H))`` in bf16 (triton_kernels' MXFP4 MoE
+    keeps none)."""
+    if spec.moe is None or shape.quant == "mxfp4":
+        return 0
+    inner, hidden = _moe_inner(spec) // shape.tp, spec.hidden_size
+    return tokens * spec.moe.experts_per_token * (max(inner, hidden) + max(2 * inner, hidden)) * 2
+
+
+def v1_sampler(rows: int, vocab: int) -> int:
+    """V1's dummy sampler run: 14 bytes a logit, and the top-k/top-p buffer (the sort path's below 8 rows)."""
+    buffer = min(1 << (rows - 1).bit_length(), V1_TOPK_ROWS) * vocab * 4 if rows >= 8 else rows * vocab * 8
+    return rows * vocab * V1_BYTES_PER_LOGIT + buffer
+
+
+def v1_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
+    """The V1 runner's profile-run peak: the larger of the sampler phase (the MoE workspace still held, the
+    sampler's buffers, the last hidden states and the rows' own) and the forward phase, plus a fixed part and
+    Kimi's KDA states."""
+    tokens, hidden = shape.max_num_batched_tokens, spec.hidden_size
+    rows = min(shape.max_num_seqs, tokens)
+    vocab = padded_vocab(spec.vocab_size, shape.tp) // shape.tp
+    sampler = moe_workspace(spec, tokens, shape) + v1_sampler(rows, vocab) + tokens * hidden * 2 + 4 * rows * hidden
+    forward, what = forward_peak(spec, tokens, shape)
+    forward += 2 * tokens * hidden * 2  # the hidden state and residual carried through
+    extra = recurrent_extra(spec, rows, shape.tp)
+    top = f"sampler ({rows} rows, V1 runner)" if sampler >= forward else what
+    return max(sampler, forward) + V1_FIXED + extra, f"{top} at {tokens:,} batched tokens"
+
+
 def activation_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
+    if not v2_model_runner(spec, shape):
+        return v1_peak(spec, shape)
     tokens = shape.max_num_batched_tokens
     rows = min(shape.max_num_seqs, tokens)
     sampler = int(SAMPLER_COPIES * rows * padded_vocab(spec.vocab_size, shape.tp) // shape.tp * 4)

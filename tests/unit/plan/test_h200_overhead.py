@@ -36,14 +36,17 @@ STARTS = {  # log -> model folder
     OLD / "deepseek-v2-lite.log": "deepseek-v2-lite",
     OLD / "gemma-3-27b-text.log": "gemma-3-27b-text",
     OLD / "qwen3-next-80b-a3b-fp8.log": "qwen3-next-80b-a3b-fp8",
+    # Llama-4's three starts were documented misses (+3.2 to +3.65%) until the V1 runner's sampler phase was
+    # modelled (session 28): its 3.30 and 2.96 GiB peaks are that phase, not chunked attention
+    NEW / "llama4-e8k.log.gz": "llama-4-scout-16l",
+    NEW / "llama4-e2k.log.gz": "llama-4-scout-16l",
+    NEW / "llama4-nochunk-e8k.log.gz": "llama-4-scout-16l",
 }
-# within 1% on KV, but the profile-run peak is modelled more than 0.25 GiB off (docs/plan-calibration.md)
-PEAK_OFF = {NEW / "granite-hf-e8k.log.gz", NEW / "falcon-long-e8k.log.gz", NEW / "llama4-s64-e8k.log.gz"}
+# within 1% on KV, the profile-run peak modelled more than 0.25 GiB off: Llama-4 at 64 sequences (its forward phase:
+# 1.06 GiB logged, 1.41 modelled; Granite-4.0-H's and Falcon-H1's were off too until V1's sampler phase)
+PEAK_OFF = {NEW / "llama4-s64-e8k.log.gz"}
 MISSES = {  # documented: the plan is off by more than 1% here
-    NEW / "llama4-e8k.log.gz": "llama-4-scout-16l",  # its profile-run peak (3.30 GiB) is modelled at 1.37
-    NEW / "llama4-e2k.log.gz": "llama-4-scout-16l",  # 2.96 GiB, modelled at 1.26
-    NEW / "llama4-nochunk-e8k.log.gz": "llama-4-scout-16l",  # no chunked attention: the same 3.30 GiB peak
-    OLD / "laguna-s-2.1-dummy.log": "laguna-s-2.1-dummy",  # CUDA-graph estimate 2.21 GiB, modelled 0.42
+    OLD / "laguna-s-2.1-dummy.log": "laguna-s-2.1-dummy",  # CUDA-graph estimate 2.21 GiB, modelled 1.18
 }
 
 
@@ -90,7 +93,7 @@ def test_the_recurrent_term_follows_the_dummy_requests_not_the_tokens() -> None:
     kimi = resolve_model(str(MODELS / "kimi-linear-48b-a3b")).spec
     kda = next(layer.state for layer in kimi.layers if layer.state is not None and layer.state.family == "kda")
     assert recurrent_extra(kimi, 1024, 1) == pytest.approx(16 * recurrent_extra(kimi, 64, 1), rel=1e-6)
-    assert recurrent_extra(kimi, 64, 1) == pytest.approx(58.9 * 64 * kda.elements(1)[1], rel=1e-6)
+    assert recurrent_extra(kimi, 64, 1) == pytest.approx(55.3 * 64 * kda.elements(1)[1], rel=1e-6)
     nemotron = resolve_model(str(MODELS / "nemotron-nano-9b-v2")).spec
     at_8k = activation_peak(nemotron, EngineShape(max_num_batched_tokens=8192, max_num_seqs=1024))[0]
     at_2k = activation_peak(nemotron, EngineShape(max_num_batched_tokens=2048, max_num_seqs=1024))[0]
