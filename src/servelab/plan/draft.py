@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from servelab.core.errors import ServelabError
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.resolve import Resolved, resolve_model
 from servelab.plan.spec import CacheLayer
@@ -62,31 +63,52 @@ def read_draft(method: str | None, folder: str | None, dummy: bool) -> Draft | s
         return f"speculative decoding ({method}): no draft model given: its weights and KV are not counted"
     config_path = Path(folder).expanduser() / "config.json"
     try:
+        if not config_path.is_file() or config_path.stat().st_size > 16 * 2**20:  # a FIFO would block the read
+            raise OSError("not a regular file of at most 16 MiB")
         config = json.loads(config_path.read_text())
     except (OSError, ValueError):
         return (f"speculative decoding ({method}): no readable {config_path} here: the draft's weights and KV are "
                 "not counted")  # fmt: skip
-    if method == "draft_model":
-        spec = resolve_model(folder).spec
-        return Draft(method, folder, spec.total_params, spec.layers, "its own head and embedding")
-    return _eagle(method, folder, config, dummy)
+    try:
+        if method == "draft_model":
+            spec = resolve_model(folder).spec
+            return Draft(method, folder, spec.total_params, spec.layers, "its own head and embedding")
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+        return _eagle(method, folder, config, dummy)
+    except (ServelabError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
+        return (f"speculative decoding ({method}): the draft's {config_path} is not one servelab can read ({why}): "
+                "its weights and KV are not counted")  # fmt: skip
+
+
+def _positive(config: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A size the config states (or ``default`` where it states none): a whole number of at least 1."""
+    value = config.get(key)
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1 << 24:
+        raise ValueError(f"{key} = {value!r} is not a whole number from 1 to {1 << 24:,}")
+    return value
 
 
 def _eagle(method: str, folder: str, config: dict[str, Any], dummy: bool) -> Draft:
-    hidden = int(config["hidden_size"])
-    heads = int(config["num_attention_heads"])
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
-    inner = int(config.get("intermediate_size") or 4 * hidden)
-    count = int(config.get("num_hidden_layers") or 1)
-    target_hidden = int(config.get("target_hidden_size") or hidden)
+    hidden = _positive(config, "hidden_size")
+    heads = _positive(config, "num_attention_heads")
+    kv_heads = _positive(config, "num_key_value_heads", heads)
+    head_dim = _positive(config, "head_dim", max(1, hidden // heads))
+    inner = _positive(config, "intermediate_size", 4 * hidden)
+    count = _positive(config, "num_hidden_layers", 1)
+    if count > 1024:
+        raise ValueError(f"num_hidden_layers = {count:,}: more layers than a draft has")
+    target_hidden = _positive(config, "target_hidden_size", hidden)
     q, kv, o = heads * head_dim, 2 * kv_heads * head_dim, heads * head_dim * hidden
     layer_params = o + 3 * hidden * inner + 2 * hidden
     first_in = 2 * hidden if method == "eagle3" else hidden
     params = first_in * (q + kv) + (count - 1) * hidden * (q + kv) + count * layer_params + hidden
     if method == "eagle3":
         params += 3 * target_hidden * hidden + hidden  # fc from three auxiliary states, and the hidden norm
-        vocab = int(config.get("draft_vocab_size") or config.get("vocab_size") or 0)
+        vocab = _positive(config, "draft_vocab_size", _positive(config, "vocab_size", 1))
         own_head = not dummy and bool(vocab)
         params += vocab * hidden if own_head else 0
         head = (f"its own head of {vocab:,} rows" if own_head else

@@ -93,3 +93,38 @@ def test_folding_is_done_once_whatever_the_path(times: int, dummy: bool) -> None
 @pytest.mark.parametrize("method", ["ngram", "suffix", None])
 def test_methods_without_a_draft_model_add_nothing(method: str | None) -> None:
     assert read_draft(method, str(DRAFT), dummy=False) is None
+
+
+LEAF = st.none() | st.booleans() | st.integers(-10, 10**9) | st.floats(allow_nan=False) | st.text(max_size=8)
+JSON = st.recursive(
+    LEAF,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = ["hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+        "num_hidden_layers", "target_hidden_size", "draft_vocab_size", "vocab_size"]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(KEYS), JSON, max_size=len(KEYS)), whole=JSON,
+       method=st.sampled_from(["eagle", "eagle3"]), dummy=st.booleans())  # fmt: skip
+def test_any_draft_config_is_counted_or_said_never_raised(tmp_path_factory, values, whole, method, dummy) -> None:  # type: ignore[no-untyped-def]
+    """A hostile or broken config.json (any JSON, any value under the keys read) is counted with positive sizes or
+    said in a note; the plan never raises on it."""
+    folder = tmp_path_factory.mktemp("draft")
+    for config in (values, whole, {**json.loads((DRAFT / "config.json").read_text()), **values}):
+        (folder / "config.json").write_text(json.dumps(config))
+        found = read_draft(method, str(folder), dummy)
+        if isinstance(found, str):
+            assert "not counted" in found
+        else:
+            assert found is not None and found.params > 0 and 1 <= len(found.layers) <= 1024
+
+
+def test_a_config_that_is_a_fifo_is_not_read(tmp_path: Path) -> None:
+    """Reading a FIFO would block the plan for ever: only a regular file is read."""
+    import os
+
+    os.mkfifo(tmp_path / "config.json")
+    found = read_draft("eagle3", str(tmp_path), dummy=True)
+    assert isinstance(found, str) and "no readable" in found
