@@ -52,7 +52,7 @@ def test_the_eagle3_start_is_planned_as_vllm_logged_it() -> None:
     # 33 layers a token: within the log's rounding of its KV memory to 0.01 GiB (~40 tokens); 32 layers gave 453,424
     assert reported.tokens == 439_712 and abs(beside.predicted_tokens_same_pool - reported.tokens) <= 48
     assert any("the draft's 294M parameters" in note for note in plan.notes)
-    # the KV memory is 1.7% high: the drafter's own profile (~0.6 GiB) is not modelled
+    # the KV cache is 1.5% high: the drafter's own profile (~0.6 GiB) is not modelled
     assert reported.tokens < plan.capacity.tokens < 1.02 * reported.tokens
 
 
