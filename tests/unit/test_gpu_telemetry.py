@@ -180,15 +180,16 @@ def test_the_report_shows_a_bench_and_each_sweep_points_gpu_figures(
 def test_each_gpu_process_is_sampled_once_with_its_name() -> None:
     """Per-process samples newer than the last read only (none counted twice), named where NVML may say."""
     clock = [0]
-    sampler = GpuSampler(interval_s=3600, nvml=FakeNvml(clock), clock=lambda: clock[0])
+    sampler = GpuSampler(interval_s=3600, nvml=FakeNvml(clock), clock=lambda: clock[0], wall=lambda: clock[0] / 1e9)
     assert sampler.start() is None
     for _ in range(3):
         clock[0] += 2 * 10**9
         sampler._sample_all()
     telemetry = sampler.stop()
     seen = [(p.pid, p.sm_util) for p in telemetry.processes]
-    # NVML's samples at 0..6 s: seven per process, each read once (the first call: t=0 is not newer than 0)
+    # NVML's samples at 0..6 s: those after the run's start, each read once, at the time NVML took it
     assert sorted(seen) == sorted([(4242, 60.0)] * 6 + [(777, 20.0)] * 6)
+    assert sorted({p.t_s for p in telemetry.processes}) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert telemetry.process_names == {4242: "/usr/bin/python3.12", 777: "?"}
     assert all(p.gpu == 0 for p in telemetry.processes)
 
@@ -210,7 +211,7 @@ def test_each_coexist_condition_gets_the_gpu_samples_inside_its_segments() -> No
     found = condition_gpu(json.loads(json.dumps(stored)))  # as the store gives it back
     assert list(found) == ["alone", "llm:decode"]  # no sample inside "empty": no figures
     alone, loaded = found["alone"], found["llm:decode"]
-    assert (alone["samples"], alone["sm_busy"], alone["power_w"]) == (2, 15.0, 110.0)
-    assert loaded["sm_busy"] == 80.0 and loaded["mem_used_max_bytes"] == 6 * 2**30
+    assert (alone["samples"], alone["sm_busy"], alone["power_w"]) == (2, {0: 15.0}, 110.0)
+    assert loaded["sm_busy"] == {0: 80.0} and loaded["mem_used_max_bytes"] == 6 * 2**30
     assert [(p["pid"], p["sm_share"]) for p in loaded["processes"]] == [(22, 55.0), (11, 30.0)]
     assert alone["processes"] == [{"pid": 11, "name": "/opt/tts/bin/python", "sm_share": 15.0, "samples": 1}]

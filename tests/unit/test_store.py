@@ -80,6 +80,9 @@ def test_latest_of_a_kind_is_the_newest_run_of_that_kind(store_path: Path) -> No
         assert store.get_run("latest").run_id == sweep  # the sweep's points are its parts, named by id
         assert store.get_run("latest", kinds=("bench",)).run_id == alone
         assert store.get_run(benches[1]).run_id == benches[1]
+        check = store.create_run("check", {})
+        store.create_run("coexist", {"args": {"check_step": "coexist"}})  # a check's step, stored after it
+        assert store.get_run("latest").run_id == check
         assert store.get_run(sweep[:22], kinds=("sweep",)).run_id == sweep
         with pytest.raises(UsageError, match=f"run {benches[0]} is a bench run, not a sweep run"):
             store.get_run(benches[0], kinds=("sweep",))

@@ -203,7 +203,7 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
             cuda_total_bytes=card.cuda_total_bytes,
         )
     result = make_plan(resolved, request)
-    args = {"model": options.model_config, "gpu": options.gpu, "context": request.context}
+    args = {"model": options.model_config, "gpu": options.gpu, "context": request.context, "check_step": "plan"}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
         run.result(result.stored())
     return run.run_id
@@ -215,14 +215,14 @@ def _host_memory() -> int:
 
 def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
     load = Load(requests=options.bench_requests, max_tokens=options.max_tokens, warmup=1, per_stream=HOLD_WAVES)
-    return run_bench(store, targets, expand(["seed-000"]), load).run_id
+    return run_bench(store, targets, expand(["seed-000"]), load, args={"check_step": "bench"}).run_id
 
 
 def _eval(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
     from servelab.eval import EvalOptions, builtin_suites, load_items, run_eval
 
     suites = ["quick"] if options.suite == "quick" else [s for s in builtin_suites() if s != "code"]
-    return run_eval(store, list(targets), load_items(suites), EvalOptions()).run_id
+    return run_eval(store, list(targets), load_items(suites), EvalOptions(), args={"check_step": "eval"}).run_id
 
 
 def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
@@ -231,7 +231,7 @@ def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) 
     probe = WorkerProbe(_probe_spec())
     load = LlmLoad(decode_streams=2, decode_tokens=options.max_tokens, prefill_tokens=1500)
     opts = CoexistOptions(repeats=1, utterances=options.coexist_utterances, load=load, settle_s=2.0)
-    result = run_coexist(store, probe, targets[0], opts)
+    result = run_coexist(store, probe, targets[0], opts, args={"check_step": "coexist"})
     if result.failed:
         raise RuntimeError(result.failed)
     return result.run_id

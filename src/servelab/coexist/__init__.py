@@ -12,6 +12,7 @@ from servelab.coexist.baselines import rebase
 from servelab.coexist.conditions import CONDITIONS, SEED_LAYERS, Condition, parse_condition, with_baselines
 from servelab.coexist.duration import duration_text
 from servelab.coexist.goals import Goals, judge, kept_text, parse_goals
+from servelab.coexist.gpu_share import condition_gpu, gpu_summary
 from servelab.coexist.load import LlmLoad
 from servelab.coexist.mitigations import Lease, LeaseHolder, Mitigation, mitigated, mitigation_lines
 from servelab.coexist.probes import HttpAudioProbe, Probe, WorkerProbe, WorkerSpec
@@ -44,8 +45,10 @@ __all__ = [
     "WorkerProbe",
     "WorkerSpec",
     "condition_figure",
+    "condition_gpu",
     "duration_text",
     "expected",
+    "gpu_summary",
     "judge",
     "kept_text",
     "mitigated",

@@ -21,8 +21,9 @@ def gpu_summary(telemetry: GpuTelemetry, segments: Sequence[tuple[str, float, fl
 
 
 def condition_gpu(stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per condition: the samples inside its windows, mean SM busy and power, most memory used (all GPUs), and per
-    process its mean SM share over the samples NVML gave for it there, largest first."""
+    """Per condition: the samples inside its windows, each GPU's mean SM busy, the GPUs' mean power together, the
+    most memory one used, and per process its mean SM share over the samples NVML gave for it there, largest
+    first."""
     out: dict[str, dict[str, Any]] = {}
     windows = stored.get("windows") or []
     for name in dict.fromkeys(w["condition"] for w in windows):
@@ -41,10 +42,12 @@ def condition_gpu(stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
         names = stored.get("process_names") or {}
         processes = [{"pid": pid, "name": str(names.get(str(pid), "?")), "sm_share": statistics.fmean(v),
                       "samples": len(v)} for pid, v in shares.items()]  # fmt: skip
+        gpus = sorted({int(s["gpu"]) for s in samples})
+        mine = {g: [s for s in samples if int(s["gpu"]) == g] for g in gpus}
         out[name] = {
             "samples": len(samples),
-            "sm_busy": statistics.fmean(s["sm_util"] for s in samples),
-            "power_w": statistics.fmean(s["power_w"] for s in samples),
+            "sm_busy": {g: statistics.fmean(s["sm_util"] for s in mine[g]) for g in gpus},  # each GPU's own
+            "power_w": sum(statistics.fmean(s["power_w"] for s in mine[g]) for g in gpus),  # all GPUs together
             "mem_used_max_bytes": max(s["mem_used_bytes"] for s in samples),
             "processes": sorted(processes, key=lambda p: -p["sm_share"]),
         }

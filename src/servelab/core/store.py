@@ -210,7 +210,8 @@ class RunStore:
 
     def get_run(self, run_id: str, kinds: Collection[str] | None = None) -> RunInfo:
         """The run ``run_id`` names: an id, a unique prefix, or ``latest``: the newest run that is no part of
-        another (a sweep stores a bench and an eval run per point after itself; they are named by id). With
+        another (a sweep stores a bench and an eval run per point after itself, a check its steps; they are named
+        by id). With
         ``kinds``, only runs of those kinds are named: ``latest`` is the newest of them, and a prefix or id of
         another kind's run is refused as that."""
         runs = self.list_runs()
@@ -268,9 +269,9 @@ class RunStore:
 
 
 def _part_of_another(info: RunInfo) -> bool:
-    """A run made as one part of another (a sweep point's bench or eval run)."""
+    """A run made as one part of another: a sweep point's bench or eval run, a check's step."""
     args = info.manifest.get("args") if isinstance(info.manifest, dict) else None
-    return isinstance(args, dict) and "sweep_point" in args
+    return isinstance(args, dict) and ("sweep_point" in args or "check_step" in args)
 
 
 @contextmanager

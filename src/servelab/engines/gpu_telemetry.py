@@ -117,12 +117,14 @@ def load_nvml() -> Any:
 class GpuSampler:
     """Samples every visible GPU on a thread until stopped; ``nvml`` is the NVML module (pynvml or a stand-in)."""
 
-    def __init__(self, interval_s: float = 0.5, nvml: Any = None, clock: Callable[[], int] = time.perf_counter_ns):
-        self.interval_s, self.clock, self._nvml = interval_s, clock, nvml
+    def __init__(self, interval_s: float = 0.5, nvml: Any = None, clock: Callable[[], int] = time.perf_counter_ns,
+                 wall: Callable[[], float] = time.time) -> None:  # fmt: skip
+        self.interval_s, self.clock, self.wall, self._nvml = interval_s, clock, wall, nvml
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._handles: list[Any] = []
         self._seen_us: dict[int, int] = {}  # per GPU: the newest per-process sample's timestamp taken
+        self._epoch_s = 0.0  # the wall clock at the run clock's zero (NVML stamps per-process samples in wall time)
         self.telemetry = GpuTelemetry(t0_ns=clock(), interval_s=interval_s)
 
     def start(self) -> str | None:
@@ -132,6 +134,8 @@ class GpuSampler:
             self.telemetry.none_because = reason
             return say_once(reason)
         self.telemetry.t0_ns = self.clock()
+        self._epoch_s = self.wall()
+        self._seen_us = {i: int(self._epoch_s * 1e6) for i in range(len(self._handles))}  # none from before the run
         self._sample_all()
         self._thread = threading.Thread(target=self._loop, name="gpu-telemetry", daemon=True)
         self._thread.start()
@@ -184,9 +188,10 @@ class GpuSampler:
         """The per-process samples NVML took since the last ones read from this GPU, with each new pid's name."""
         found = self._nvml.nvmlDeviceGetProcessUtilization(handle, self._seen_us.get(index, 0))
         for s in found:
-            pid = int(s.pid)
-            self._seen_us[index] = max(self._seen_us.get(index, 0), int(s.timeStamp))
-            self.telemetry.processes.append(ProcessSample(now, index, pid, float(s.smUtil), float(s.memUtil)))
+            pid, stamp = int(s.pid), int(s.timeStamp)
+            self._seen_us[index] = max(self._seen_us.get(index, 0), stamp)
+            t_s = min(now, stamp / 1e6 - self._epoch_s)  # when NVML took it, on the run clock
+            self.telemetry.processes.append(ProcessSample(t_s, index, pid, float(s.smUtil), float(s.memUtil)))
             if pid not in self.telemetry.process_names:
                 try:
                     self.telemetry.process_names[pid] = _text(self._nvml.nvmlSystemGetProcessName(pid))

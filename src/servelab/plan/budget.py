@@ -132,6 +132,13 @@ def scheme_of(resolved: Resolved, req: PlanRequest) -> QuantScheme:
 
 
 def weights_for(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
+    """The target's weights on one GPU, with a speculative draft's beside them where the plan holds one."""
+    found = _target_weights(resolved, req)
+    draft = int(resolved.meta.get("draft_bytes") or 0)
+    return WeightEstimate(found.bytes + draft, f"{found.method} + the draft's") if draft else found
+
+
+def _target_weights(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
     if req.weights_bytes is not None:
         return WeightEstimate(req.weights_bytes, "given with --weights")
     scheme = scheme_of(resolved, req)

@@ -284,16 +284,19 @@ def _rope_settings(cfg: Config) -> list[Mapping[str, Any]]:
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     rope = rope if isinstance(rope, Mapping) else {}
     nested = {kind: sub for kind, sub in rope.items() if isinstance(sub, Mapping)}
+    types = list(cfg.get("layer_types") or [])
     if nested:
-        used = set(cfg.get("layer_types") or ["full_attention"])
+        used = set(types or ["full_attention"])
         settings = [sub for kind, sub in nested.items() if kind in used] or list(nested.values())[:1]
-    else:
-        settings = [rope]
-        sliding = "sliding_attention" in (cfg.get("layer_types") or []) or bool(cfg.get("sliding_window_pattern"))
-        if sliding and isinstance(cfg.get("swa_rope_parameters"), Mapping):
-            settings.append(cfg["swa_rope_parameters"])
-        if sliding and cfg.get("rope_local_base_freq"):
-            settings.append({"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]})
+    else:  # the base setting as get_rope keys it: its type and base (a top-level rope_theta) included
+        theta = {"rope_theta": cfg["rope_theta"]} if cfg.get("rope_theta") is not None else {}
+        settings = [{"rope_type": "default", **theta, **rope}]
+    if "sliding_attention" in types and isinstance(cfg.get("swa_rope_parameters"), Mapping):
+        settings.append(cfg["swa_rope_parameters"])  # Laguna: its sliding layers' own
+    gemma3 = _model_type(cfg) in ("gemma3", "gemma3_text")
+    if (cfg.get("rope_local_base_freq") or gemma3) and ("sliding_attention" in types or cfg.get("sliding_window")):
+        local = cfg.get("rope_local_base_freq") or 10_000.0  # Gemma-3's local base (transformers' default)
+        settings.append({"rope_type": "default", "rope_theta": local})
     distinct = {json.dumps(dict(s), sort_keys=True, default=str): s for s in settings}
     return list(distinct.values())
 
@@ -302,8 +305,8 @@ def _rope_elements(cfg: Config, rope: Mapping[str, Any]) -> int:
     positions = int(cfg.get("max_position_embeddings") or 0)
     kind = str(rope.get("rope_type") or rope.get("type") or "default")
     factor = float(rope.get("factor") or 1.0)
-    if kind in ("yarn", "deepseek_yarn") and rope.get("original_max_position_embeddings"):
-        positions = int(int(rope["original_max_position_embeddings"]) * factor)
+    if kind in ("yarn", "deepseek_yarn"):  # transformers fills a missing original length with the maximum
+        positions = int(int(rope.get("original_max_position_embeddings") or positions) * factor)
     elif kind in ("linear", "dynamic"):
         positions = int(positions * factor)
     if _model_type(cfg) in MLA_TYPES or cfg.get("qk_rope_head_dim"):

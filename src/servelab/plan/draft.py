@@ -5,7 +5,12 @@
   the target's three auxiliary hidden states (3 x target hidden) to the draft's hidden; norms; and a head of
   ``draft_vocab_size`` rows, its own where the checkpoint has one. The embedding is the target's.
 - **EAGLE** (``llama_eagle.py``): the decoder layers and an ``fc`` from 2 x hidden; the target's embedding and head.
-- **A draft model**: every parameter of its own config.
+- An EAGLE-3 draft narrower than its target (``target_hidden_size`` not its ``hidden_size``) keeps an embedding of
+  its own (vLLM shares only one of the target's width).
+- **A draft model**: every parameter of its own config, in its own quantization (``get_draft_quant_config``: a
+  draft is quantized by its own checkpoint, not the target's).
+- **Per GPU**: the decoder layers are split over tensor-parallel ranks like the target's; EAGLE's ``fc`` is held
+  whole on each.
 - **With ``--load-format dummy``** nothing is loaded, so vLLM never learns that the draft has a head of its own: the
   draft takes the target's (``spec_decode/eagle/utils.py``) and no head is counted.
 
@@ -20,9 +25,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from servelab.core.errors import ServelabError
+from servelab.plan.config import spec_from_config
 from servelab.plan.engine_args import EngineArgs
-from servelab.plan.resolve import Resolved, resolve_model
+from servelab.plan.quant import estimate_weights, scheme_for
+from servelab.plan.resolve import Resolved
 from servelab.plan.spec import CacheLayer
 
 READ_METHODS = ("eagle", "eagle3", "draft_model")
@@ -32,14 +38,16 @@ READ_METHODS = ("eagle", "eagle3", "draft_model")
 class Draft:
     method: str
     folder: str
-    params: int  # loaded beside the target, in the model's dtype
+    params: int  # loaded beside the target
+    bytes_per_gpu: int  # on one of the tensor-parallel GPUs, in the draft's own format
     layers: tuple[CacheLayer, ...]  # what the draft adds to the KV cache a token
     head: str  # whose head the draft uses
 
     def note(self) -> str:
         return (f"speculative decoding ({self.method}, {self.folder}): the draft's {self.params / 1e6:,.0f}M "
-                f"parameters counted beside the target's weights, its {len(self.layers)} attention layer(s) in the "
-                f"KV cache; {self.head}")  # fmt: skip
+                f"parameters ({self.bytes_per_gpu / 2**30:.2f} GiB a GPU) counted beside the target's weights, its "
+                f"{len(self.layers)} attention layer(s) in the KV cache; {self.head}; its own profile run (the "
+                "drafter's forward, the rejection sampler) is not modelled")  # fmt: skip
 
 
 def fold_draft(resolved: Resolved, engine: str, args: EngineArgs | None) -> tuple[Resolved, str | None]:
@@ -49,37 +57,35 @@ def fold_draft(resolved: Resolved, engine: str, args: EngineArgs | None) -> tupl
         return resolved, resolved.meta["draft"]
     if engine != "vllm" or args is None:
         return resolved, None
-    found = read_draft(args.speculative_method, args.speculative_model, args.load_format == "dummy")
+    tp = args.tensor_parallel_size or 1
+    found = read_draft(args.speculative_method, args.speculative_model, args.load_format == "dummy", tp)
     if isinstance(found, Draft):
         return with_draft(resolved, found), found.note()
     return resolved, found
 
 
-def read_draft(method: str | None, folder: str | None, dummy: bool) -> Draft | str | None:
-    """The draft of ``--speculative-config`` (None: no draft to count; a string: why it is not counted)."""
+def read_draft(method: str | None, folder: str | None, dummy: bool, tp: int = 1) -> Draft | str | None:
+    """The draft of ``--speculative-config`` (None: no draft to count; a string: why it is not counted). Whatever
+    the folder holds, this says why rather than raise; it reads the draft's config.json alone, never its weights."""
     if method not in READ_METHODS:
         return None
     if not folder:
         return f"speculative decoding ({method}): no draft model given: its weights and KV are not counted"
-    config_path = Path(folder).expanduser() / "config.json"
     try:
+        config_path = Path(folder).expanduser() / "config.json"
         if not config_path.is_file() or config_path.stat().st_size > 16 * 2**20:  # a FIFO would block the read
-            raise OSError("not a regular file of at most 16 MiB")
+            raise OSError(f"no readable {config_path}: a regular file of at most 16 MiB")
         config = json.loads(config_path.read_text())
-    except (OSError, ValueError):
-        return (f"speculative decoding ({method}): no readable {config_path} here: the draft's weights and KV are "
-                "not counted")  # fmt: skip
-    try:
-        if method == "draft_model":
-            spec = resolve_model(folder).spec
-            return Draft(method, folder, spec.total_params, spec.layers, "its own head and embedding")
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
-        return _eagle(method, folder, config, dummy)
-    except (ServelabError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        why = f"{type(exc).__name__}: {exc}" if isinstance(exc, KeyError) else str(exc)
-        return (f"speculative decoding ({method}): the draft's {config_path} is not one servelab can read ({why}): "
-                "its weights and KV are not counted")  # fmt: skip
+        if method == "draft_model":
+            spec = spec_from_config(config, name=Path(folder).name, source=folder)
+            weights = estimate_weights(spec, spec.quantization or scheme_for("bf16"), tp=tp).bytes
+            return Draft(method, folder, spec.total_params, weights, spec.layers, "its own head and embedding")
+        return _eagle(method, folder, config, dummy, tp)
+    except Exception as exc:  # a draft folder is the user's: any failure to read it is said, never raised
+        return (f"speculative decoding ({method}): the draft at {folder!r} is not one servelab can read "
+                f"({type(exc).__name__}: {str(exc)[:200]}): its weights and KV are not counted")  # fmt: skip
 
 
 def _positive(config: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -92,7 +98,7 @@ def _positive(config: dict[str, Any], key: str, default: int | None = None) -> i
     return value
 
 
-def _eagle(method: str, folder: str, config: dict[str, Any], dummy: bool) -> Draft:
+def _eagle(method: str, folder: str, config: dict[str, Any], dummy: bool, tp: int) -> Draft:
     hidden = _positive(config, "hidden_size")
     heads = _positive(config, "num_attention_heads")
     kv_heads = _positive(config, "num_key_value_heads", heads)
@@ -102,33 +108,34 @@ def _eagle(method: str, folder: str, config: dict[str, Any], dummy: bool) -> Dra
     if count > 1024:
         raise ValueError(f"num_hidden_layers = {count:,}: more layers than a draft has")
     target_hidden = _positive(config, "target_hidden_size", hidden)
+    vocab = _positive(config, "vocab_size", 1)
     q, kv, o = heads * head_dim, 2 * kv_heads * head_dim, heads * head_dim * hidden
-    layer_params = o + 3 * hidden * inner + 2 * hidden
     first_in = 2 * hidden if method == "eagle3" else hidden
-    params = first_in * (q + kv) + (count - 1) * hidden * (q + kv) + count * layer_params + hidden
+    split = first_in * (q + kv) + (count - 1) * hidden * (q + kv) + count * (o + 3 * hidden * inner + 2 * hidden)
+    split += hidden  # the final norm
     if method == "eagle3":
-        params += 3 * target_hidden * hidden + hidden  # fc from three auxiliary states, and the hidden norm
-        vocab = _positive(config, "draft_vocab_size", _positive(config, "vocab_size", 1))
-        own_head = not dummy and bool(vocab)
-        params += vocab * hidden if own_head else 0
-        head = (f"its own head of {vocab:,} rows" if own_head else
-                "the target's head (dummy weights: vLLM shares it)")  # fmt: skip
+        fc = 3 * target_hidden * hidden
+        split += hidden  # the hidden-state norm
+        head_rows = _positive(config, "draft_vocab_size", vocab)
+        own_head = not dummy
+        split += head_rows * hidden if own_head else 0
+        own_embed = target_hidden != hidden
+        split += vocab * hidden if own_embed else 0
+        head = (
+            f"its own head of {head_rows:,} rows" if own_head else "the target's head (dummy weights: vLLM shares it)"
+        )
+        head += ", its own embedding" if own_embed else ""
     else:
-        params += 2 * hidden * hidden
-        head = "the target's head"
+        fc, head = 2 * hidden * hidden, "the target's head"
     layers = tuple(CacheLayer("full", kv_heads, head_dim, head_dim) for _ in range(count))
-    return Draft(method, folder, params, layers, head)
+    per_gpu = 2 * (-(-split // tp) + fc)  # 16-bit: the layers split over the ranks, the fc held whole on each
+    return Draft(method, folder, split + fc, per_gpu, layers, head)
 
 
 def with_draft(resolved: Resolved, draft: Draft) -> Resolved:
-    """The target as vLLM holds it with its draft: the draft's parameters among the weights (16-bit, like norms:
-    a draft has no quantization of its own), its layers in the KV cache."""
-    spec = resolved.spec
-    params = replace(spec.params, other=spec.params.other + draft.params)
-    weights = resolved.weights_bytes + 2 * draft.params if resolved.weights_bytes is not None else None
-    source = resolved.weights_source
-    if weights is not None:
-        source += f" + the draft's {draft.params / 1e6:,.0f}M parameters at 16 bits"
-    spec = replace(spec, layers=spec.layers + draft.layers, params=params)
-    meta = {**resolved.meta, "draft": draft.note()}
-    return replace(resolved, spec=spec, meta=meta, weights_bytes=weights, weights_source=source)
+    """The target as vLLM holds it with its draft: its layers in the KV cache, and its bytes a GPU kept in
+    ``meta["draft_bytes"]`` for the weights to add whatever their source (an estimate, a checkpoint's size, the
+    safetensors headers or ``--weights``)."""
+    spec = replace(resolved.spec, layers=resolved.spec.layers + draft.layers)
+    meta = {**resolved.meta, "draft": draft.note(), "draft_bytes": draft.bytes_per_gpu}
+    return replace(resolved, spec=spec, meta=meta)

@@ -129,7 +129,7 @@ def v1_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
     Kimi's KDA states."""
     tokens, hidden = shape.max_num_batched_tokens, spec.hidden_size
     rows = min(shape.max_num_seqs, tokens)
-    vocab = padded_vocab(spec.vocab_size, shape.tp) // shape.tp
+    vocab = padded_vocab(spec.vocab_size)  # every rank gathers the whole vocabulary's logits and samples them
     sampler = moe_workspace(spec, tokens, shape) + v1_sampler(rows, vocab) + tokens * hidden * 2 + 4 * rows * hidden
     forward, what = forward_peak(spec, tokens, shape)
     forward += 2 * tokens * hidden * 2  # the hidden state and residual carried through
@@ -143,7 +143,7 @@ def activation_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
         return v1_peak(spec, shape)
     tokens = shape.max_num_batched_tokens
     rows = min(shape.max_num_seqs, tokens)
-    sampler = int(SAMPLER_COPIES * rows * padded_vocab(spec.vocab_size, shape.tp) // shape.tp * 4)
+    sampler = int(SAMPLER_COPIES * rows * padded_vocab(spec.vocab_size) * 4)  # the whole vocabulary on each rank
     forward, what = forward_peak(spec, tokens, shape)
     carried = 2 * tokens * spec.hidden_size * 2
     extra = recurrent_extra(spec, rows, shape.tp)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servelab.coexist.gpu_share import condition_gpu
+from servelab.coexist import condition_gpu
 from servelab.core.figures import fmt_number
 from servelab.core.results import CoexistRun
 from servelab.core.results.sweep import SweepRun
@@ -60,9 +60,9 @@ def point_telemetry(store: RunStore, result: SweepRun) -> dict[int, dict[str, An
     """Each measured point's NVML telemetry, from its bench run (a point whose run is gone has none)."""
     found: dict[int, dict[str, Any]] = {}
     for p in result.points:
-        if p.bench_run:
-            telemetry = store.summaries(p.bench_run).get("bench/gpu")
-            if isinstance(telemetry, dict) and telemetry.get("gpus"):
+        for run in (p.bench_run or "").split(","):  # request and session scenarios: two runs, the first sampled
+            telemetry = store.summaries(run).get("bench/gpu") if run else None
+            if isinstance(telemetry, dict) and telemetry.get("gpus") and p.index not in found:
                 found[p.index] = telemetry
     return found
 
@@ -86,11 +86,15 @@ def add_condition_gpu_table(out: Section, result: CoexistRun, summaries: dict[st
         late = [f"{c.probe or 'probe'}: {fmt_number(c.lateness_p99_ms, 0)} ms" for c in result.conditions
                 if c.condition == name and c.probe and c.lateness_p99_ms is not None]  # fmt: skip
         shares = [f"{p['pid']} {Path(p['name']).name}: {p['sm_share']:.0f}%" for p in gpu["processes"][:4]]
-        rows.append([name, "\n".join(late) or "-", _percent(gpu["sm_busy"]), _watts(gpu["power_w"]),
+        busy = gpu["sm_busy"]
+        sm = _percent(next(iter(busy.values()))) if len(busy) == 1 else "\n".join(
+            f"{g}: {_percent(v)}" for g, v in busy.items())  # fmt: skip
+        rows.append([name, "\n".join(late) or "-", sm, _watts(gpu["power_w"]),
                      _gib(gpu["mem_used_max_bytes"]), "\n".join(shares) or "-", str(gpu["samples"])])  # fmt: skip
-    note = ("NVML samples inside each condition's probe segments: SM busy and power of the GPUs (mean), memory used "
-            "(most); each GPU process's SM share is NVML's per-process utilisation, its mean over the samples the "
-            "driver gave for it there (pid and executable); late: the probe's lateness p99")  # fmt: skip
+    note = ("NVML samples inside each condition's probe segments: each GPU's SM busy (mean), the GPUs' power "
+            "together (mean), the most memory one used; each GPU process's SM share is NVML's per-process "
+            "utilisation, its mean over the samples the driver took for it there (pid and executable); late: the "
+            "probe's lateness p99")  # fmt: skip
     out.tables.append(Table("The GPU during each condition", ["condition", "late p99", "SM busy", "power",
                             "memory used", "SM share by process", "samples"], rows, note=note))  # fmt: skip
 

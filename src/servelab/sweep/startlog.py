@@ -38,9 +38,9 @@ _LLAMACPP = "llama_kv_cache"
 _STAMP = r"^(?:.*?(\d\d-\d\d \d\d:\d\d:\d\d))?"  # vLLM's MM-DD HH:MM:SS, where the line has one
 _WHILE_MEASURED = (  # a line the engine wrote while measured that qualifies a figure taken then -> what it means
     (re.compile(_STAMP + r".*Triton kernel JIT compilation during inference: (\w+)"),
-     "the engine JIT-compiled a Triton kernel ({1}) while measured{at}: the step measured then includes the compile"),
+     "the engine JIT-compiled a Triton kernel ({1}) while measured{at}: the requests running then include the compile"),
     (re.compile(_STAMP + r".*(?:Compiling a graph for compile range|Compiling model again)"),
-     "the engine compiled a graph while measured{at}: the step measured then includes the compile"),
+     "the engine compiled a graph while measured{at}: the requests running then include the compile"),
 )  # fmt: skip
 
 
@@ -54,36 +54,45 @@ def log_size(path: Path) -> int:
 
 def while_measured(path: Path, since: int) -> list[str]:
     """What the engine's log said after byte ``since`` that qualifies the figures measured then, once per kind and
-    kernel, with the first time it was said and how often."""
+    kernel, with the first time it was said and how often. A line the mark cuts belongs to before it; a log that
+    shrank (rotated or truncated) is read whole; lines are read one at a time, each cut at 4 KiB."""
+    found: dict[str, list[str]] = {}
+    spec: list[tuple[int, int]] = []
     try:
         with path.open("rb") as handle:
-            handle.seek(since)
-            text = handle.read().decode(errors="replace")
+            if handle.seek(0, 2) < since:
+                since = 0
+            handle.seek(max(0, since - 1))
+            if since and handle.read(1) != b"\n":
+                handle.readline()  # the rest of a line written before the mark
+            for raw in handle:
+                line = raw[:4096].decode(errors="replace")
+                spec += [(int(a), int(d)) for a, d in _SPEC.findall(line)]
+                for pattern, meaning in _WHILE_MEASURED:
+                    if m := pattern.search(line):
+                        stamp, *rest = m.groups()
+                        key = meaning.format("", *rest, at="")
+                        said = meaning.format(stamp, *rest, at=f" at {stamp}" if stamp else "")
+                        found.setdefault(key, []).append(said)
     except OSError:
         return []
-    found: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        for pattern, meaning in _WHILE_MEASURED:
-            if m := pattern.search(line):
-                stamp, *rest = m.groups()
-                key = meaning.format("", *rest, at="")
-                found.setdefault(key, []).append(meaning.format(stamp, *rest, at=f" at {stamp}" if stamp else ""))
     lines = [said[0] + (f" ({len(said)} times)" if len(said) > 1 else "") for said in found.values()]
-    return lines + _acceptance(text)
+    return lines + _acceptance(spec)
 
 
 _SPEC = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
 
 
-def _acceptance(text: str) -> list[str]:
-    """vLLM's speculative-decoding lines summed: the drafted tokens the target accepted while measured (an engine
-    that drafted nothing, as ngram on text with no repeats, logs no such line)."""
-    counts = [(int(a), int(d)) for a, d in _SPEC.findall(text)]
+def _acceptance(counts: list[tuple[int, int]]) -> list[str]:
+    """vLLM's speculative-decoding lines summed: the drafted tokens the target accepted in the intervals it logged
+    (every ~10 s: the interval the stop cuts short is not logged; an engine that drafted nothing, as ngram on text
+    with no repeats, logs no such line)."""
     accepted, drafted = sum(a for a, _ in counts), sum(d for _, d in counts)
     if not drafted:
         return []
-    return [f"speculative decoding: {accepted:,} of {drafted:,} drafted tokens accepted ({accepted / drafted:.1%}) "
-            f"while measured"]  # fmt: skip
+    share = f"{accepted / drafted:.1%}"
+    return [f"speculative decoding: {accepted:,} of {drafted:,} drafted tokens accepted ({share}) in vLLM's logged "
+            "intervals while measured (warm-up included; the last interval is not logged)"]  # fmt: skip
 
 
 def read_text(path: Path) -> str:

@@ -288,7 +288,7 @@ def test_the_report_sets_the_gpu_during_each_condition_beside_the_probes_latenes
 
     class ManualSampler(GpuSampler):
         def __init__(self) -> None:
-            super().__init__(nvml=FakeNvml(clock))
+            super().__init__(nvml=FakeNvml(clock), wall=lambda: 0.0)  # the fake stamps from 0 s
             made.append(self)
 
         def _loop(self) -> None:  # no ticks of its own: the probe samples inside its segment
@@ -310,6 +310,6 @@ def test_the_report_sets_the_gpu_during_each_condition_beside_the_probes_latenes
     table = next(t for t in out.tables if t.caption == "The GPU during each condition")
     (row,) = table.rows
     assert row[0] == "alone" and row[1].startswith("scripted: ") and row[1].endswith(" ms")
-    assert row[2] in ("50%", "51%")  # the mean of GPU 0's 50% and GPU 1's 51%
+    assert row[2] == "0: 50%\n1: 51%" and row[3] == "400 W"  # each GPU's SM busy; 300 + 100 W together
     assert "4242 python3.12: 60%" in row[5] and "777 ?: 20%" in row[5]
     assert row[6] == "4"  # two segments, two GPUs: the start's and the stop's samples are outside them

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from servelab.plan import compare_with, engine_request, make_plan, read_reported, resolve_model
 from servelab.plan.draft import fold_draft, read_draft
 from servelab.plan.engine_args import parse_engine_args
+from servelab.plan.quant import estimate_weights
 from tests.unit.plan.graphs_planned import h100_request
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,8 +73,47 @@ def test_a_draft_model_counts_every_parameter_and_layer_of_its_own() -> None:
     args = parse_engine_args(f"--max-model-len 8192 --speculative-config '{json.dumps(config)}'")
     folded, note = fold_draft(resolved, "vllm", args)
     assert len(folded.spec.layers) == len(resolved.spec.layers) + len(small.layers)
-    assert folded.spec.total_params == resolved.spec.total_params + small.total_params
+    assert folded.meta["draft_bytes"] == estimate_weights(small, "bf16").bytes
+    request = engine_request(h100_request(), f"--max-model-len 8192 --speculative-config '{json.dumps(config)}'", None)
+    alone = make_plan(resolved, engine_request(h100_request(), "--max-model-len 8192", None))
+    assert make_plan(resolved, request).weights.bytes == alone.weights.bytes + folded.meta["draft_bytes"]
     assert note and "draft_model" in note
+
+
+def test_a_quantized_draft_model_is_counted_in_its_own_format() -> None:
+    """vLLM quantizes a draft by its own checkpoint (get_draft_quant_config): the block-FP8 Llama as its own draft
+    weighs what its FP8 weights do, not twice as much."""
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    fp8 = resolve_model(str(MODELS / "llama-3.1-8b-fp8-block")).spec
+    config = {"method": "draft_model", "model": str(MODELS / "llama-3.1-8b-fp8-block"), "num_speculative_tokens": 2}
+    folded, _ = fold_draft(resolved, "vllm", parse_engine_args(f"--speculative-config '{json.dumps(config)}'"))
+    assert fp8.quantization is not None
+    assert folded.meta["draft_bytes"] == estimate_weights(fp8, fp8.quantization).bytes < 0.6 * 16 * 2**30
+
+
+@pytest.mark.parametrize("given", ["--weights", "checkpoint"])
+def test_the_draft_is_added_whatever_the_targets_weights_come_from(given: str) -> None:
+    """A preset's known checkpoint size or --weights: the draft is added to them too (it was dropped)."""
+    config = {"method": "eagle3", "model": str(DRAFT), "num_speculative_tokens": 3}
+    flags = f"--max-model-len 32768 --quantization nvfp4 --speculative-config '{json.dumps(config)}'"
+    resolved = resolve_model("laguna-s-2.1")
+    base = h100_request("h200")
+    if given == "--weights":
+        from dataclasses import replace
+
+        base = replace(base, weights_bytes=70 * GIB)
+    alone = make_plan(resolved, engine_request(base, flags.split(" --speculative-config")[0], None))
+    drafted = make_plan(resolved, engine_request(base, flags, None))
+    draft = read_draft("eagle3", str(DRAFT), dummy=False)
+    assert not isinstance(draft, str | None)
+    assert drafted.weights.bytes == alone.weights.bytes + draft.bytes_per_gpu
+
+
+def test_the_fc_is_whole_on_each_gpu_and_the_layers_split() -> None:
+    one, two = (read_draft("eagle3", str(DRAFT), dummy=True, tp=tp) for tp in (1, 2))
+    assert not isinstance(one, str | None) and not isinstance(two, str | None)
+    fc = 3 * H * H
+    assert one.bytes_per_gpu == 2 * EAGLE3_PARAMS and two.bytes_per_gpu == 2 * ((EAGLE3_PARAMS - fc) // 2 + fc)
 
 
 @settings(max_examples=25, deadline=None)
@@ -127,4 +167,4 @@ def test_a_config_that_is_a_fifo_is_not_read(tmp_path: Path) -> None:
 
     os.mkfifo(tmp_path / "config.json")
     found = read_draft("eagle3", str(tmp_path), dummy=True)
-    assert isinstance(found, str) and "no readable" in found
+    assert isinstance(found, str) and "no readable" in found and "not counted" in found

@@ -26,7 +26,16 @@ def test_laguna_keeps_a_yarn_cache_and_its_sliding_layers_own() -> None:
 def test_gemma3s_local_base_is_a_second_cache_of_the_same_size() -> None:
     cfg = config("gemma-3-27b-text")
     assert rope_cache_elements(cfg) == 2 * 131_072 * 128
-    assert rope_cache_elements({k: v for k, v in cfg.items() if k != "rope_local_base_freq"}) == 131_072 * 128
+    # without the key, transformers' default local base (10,000) is still not the global one (1,000,000)
+    assert rope_cache_elements({k: v for k, v in cfg.items() if k != "rope_local_base_freq"}) == 2 * 131_072 * 128
+    same = {**cfg, "rope_theta": 10_000.0}  # a local base equal to the global one: get_rope shares the cache
+    assert rope_cache_elements({k: v for k, v in same.items() if k != "rope_local_base_freq"}) == 131_072 * 128
+
+
+def test_yarn_without_an_original_length_scales_the_maximum() -> None:
+    cfg = {"hidden_size": 1024, "num_attention_heads": 8, "max_position_embeddings": 32768,
+           "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}  # fmt: skip
+    assert rope_cache_elements(cfg) == 4 * 32768 * 128
 
 
 def test_a_per_layer_type_rope_counts_the_types_the_layers_use() -> None:

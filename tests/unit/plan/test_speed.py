@@ -169,7 +169,9 @@ def test_plan_fit_reads_one_point_of_a_stored_sweep(sim: Target, tmp_path: Path,
         benches.append(json.loads(capsys.readouterr().out)["run_id"])
     with RunStore(store) as db:
         sweep = RunRecorder(db, "sweep", {"kind": "sweep"})
-        points = [SweepPoint(index=i, key=f"-np {i}", status="measured", bench_run=b) for i, b in enumerate(benches)]
+        # point 1 ran request and session scenarios: two bench runs, the request one first
+        runs = [benches[0], f"{benches[1]},{benches[0]}"]
+        points = [SweepPoint(index=i, key=f"-np {i}", status="measured", bench_run=b) for i, b in enumerate(runs)]
         sweep.result(SweepRun(engine="llamacpp", planned=[p.key for p in points], points=points))
         sweep.finish(STATUS_COMPLETE)
         assert sorted(p.concurrency for p in points_from_runs(db, [f"{sweep.run_id}:point-1"])) == [1, 2, 3, 4]

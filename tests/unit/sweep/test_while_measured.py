@@ -20,8 +20,8 @@ def test_only_what_was_written_after_the_mark_counts() -> None:
     text = LOG.read_text()
     served = text.index("Application startup complete")
     assert while_measured(LOG, len(text[:served].encode())) == [
-        "the engine JIT-compiled a Triton kernel (fused_moe_kernel) while measured at 12-06 09:42:37: the step "
-        "measured then includes the compile"
+        "the engine JIT-compiled a Triton kernel (fused_moe_kernel) while measured at 12-06 09:42:37: the requests "
+        "running then include the compile"
     ]
     every = while_measured(LOG, 0)  # from the start: the start's own graph compile too
     assert len(every) == 2 and "compiled a graph while measured at 12-06 09:41:09" in every[0]
@@ -61,5 +61,6 @@ def test_speculative_acceptance_is_summed_over_the_lines_after_the_mark(tmp_path
     with path.open("a") as handle:
         handle.write(line.format(1, 30, 180) + "noise\n" + line.format(2, 1, 1_020))
     assert while_measured(path, mark) == [
-        "speculative decoding: 31 of 1,200 drafted tokens accepted (2.6%) while measured"
+        "speculative decoding: 31 of 1,200 drafted tokens accepted (2.6%) in vLLM's logged intervals while measured "
+        "(warm-up included; the last interval is not logged)"
     ]
