@@ -27,6 +27,7 @@ from servelab.plan.engines import (
     vllm_capacity,
 )
 from servelab.plan.llamacpp_terms import Buffers
+from servelab.plan.notes import plan_notes
 from servelab.plan.overhead import Overhead, vllm_overhead
 from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
@@ -323,7 +324,7 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         decode=decode_ceiling(spec, weights, req),
         speed=_speed(resolved, weights, req),
         command=command_line(resolved, req, chosen),
-        notes=_notes(resolved, req, weights, draft_note) + ([defaults_note(defaults)] if defaults else []),
+        notes=plan_notes(resolved, req, weights, draft_note) + ([defaults_note(defaults)] if defaults else []),
         defaults=defaults,
     )
 
@@ -384,32 +385,3 @@ def _verdict(req: PlanRequest, fits: bool, capacity: Capacity, chosen: float, mo
 
 def _tenths(sessions: float) -> float:
     return math.floor(sessions * 10 + 1e-9) / 10
-
-
-def _notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate, draft: str | None) -> list[str]:
-    spec = resolved.spec
-    notes = list(spec.notes)
-    declared = spec.quantization
-    if declared and req.quant and req.quant != declared.name:
-        notes.append(f"--quant {req.quant} overrides the checkpoint's own {declared.source}")
-    elif declared and not req.quant and weights.method.startswith("estimate"):
-        notes.append(f"weights read from {declared.source}")
-    if spec.count("linear") or spec.count("mamba"):
-        notes.append("recurrent layers hold a constant state per sequence; vLLM pads it to one attention page")
-        if req.engine.startswith("vllm") and not req.enable_prefix_caching:
-            notes.append("vLLM leaves prefix caching off for this model unless --enable-prefix-caching: every turn "
-                         "of a session is then a full prefill")  # fmt: skip
-    if req.engine == "vllm":
-        notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
-    method = req.engine_args.speculative_method if req.engine_args else None
-    if draft:
-        notes.append(draft)
-    elif method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
-        notes.append(f"speculative decoding ({method}): the draft's weights and KV are not counted")
-    if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
-        notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "
-                     "(llama.cpp warns and serves it)")  # fmt: skip
-    if req.engine_args and req.engine_args.given():
-        read = ", ".join(f"{k}={v}" for k, v in req.engine_args.given().items() if k != "model")
-        notes.append(f"from the engine's own flags: {read}")
-    return notes
