@@ -126,6 +126,7 @@ SGLANG_FLAGS: dict[str, Setting] = {
     "--tp-size": ("tensor_parallel_size", int),
     "--tp": ("tensor_parallel_size", int),
     "--quantization": ("quantization", str),
+    "--speculative-draft-model-path": ("speculative_model", str),
 }
 SGLANG_SWITCHES: dict[str, tuple[str, bool]] = {"--disable-cuda-graph": ("enforce_eager", True)}
 LLAMACPP_FLAGS: dict[str, Setting] = {
@@ -137,6 +138,8 @@ LLAMACPP_FLAGS: dict[str, Setting] = {
     "--batch-size": ("max_num_batched_tokens", int),
     "-ctk": ("kv_cache_dtype", str),
     "--cache-type-k": ("kv_cache_dtype", str),
+    "-md": ("speculative_model", str),
+    "--model-draft": ("speculative_model", str),
 }
 LLAMACPP_SWITCHES: dict[str, tuple[str, bool]] = {}
 ENGINES = {

@@ -27,6 +27,10 @@ def plan_notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate, dr
     if req.engine == "vllm":
         notes.append("engine overhead (activations, CUDA graphs, non-torch) is modelled: check it with --calibrate")
     method = req.engine_args.speculative_method if req.engine_args else None
+    other_draft = req.engine_args.speculative_model if req.engine_args and req.engine != "vllm" else None
+    if other_draft:
+        notes.append(f"speculative decoding: {req.engine}'s draft model ({other_draft}) is not counted: its weights, "
+                     "KV and buffers are missing from this plan")  # fmt: skip
     if draft:
         notes.append(draft)
     elif method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):

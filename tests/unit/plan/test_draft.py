@@ -168,3 +168,20 @@ def test_a_config_that_is_a_fifo_is_not_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "config.json")
     found = read_draft("eagle3", str(tmp_path), dummy=True)
     assert isinstance(found, str) and "no readable" in found and "not counted" in found
+
+
+OTHER_DRAFTS = [
+    ("sglang", "--speculative-draft-model-path /x/draft --context-length 8192"),
+    ("llamacpp", "-md /x/d.gguf -c 8192"),
+    ("llamacpp", "--model-draft /x/d.gguf -c 8192"),
+]
+
+
+@pytest.mark.parametrize(("engine", "flags"), OTHER_DRAFTS)
+def test_another_engines_draft_is_said_not_counted(engine: str, flags: str) -> None:
+    """SGLang's and llama.cpp's draft flags are not modelled: the plan says the draft is missing, never silently."""
+    from dataclasses import replace
+
+    resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
+    plan = make_plan(resolved, engine_request(replace(h100_request(), engine=engine), flags, None))
+    assert any(f"{engine}'s draft model" in note and "not counted" in note for note in plan.notes)
