@@ -149,6 +149,7 @@ def _steps(
         except Exception as exc:  # one failed step must not lose the others
             detail = str(exc) if isinstance(exc, ServelabError) else f"{type(exc).__name__}: {exc}"
             results.append(StepResult(step, error=detail, run_id=_latest_failed(store, step)))
+        _part_of_check(store, results[-1].run_id, step, run.run_id)
         results[-1].verdicts = _verdicts(store, results[-1].run_id)
         run.result(_stored(results))
         progress(step, results[-1].error or results[-1].skipped or "done")
@@ -170,6 +171,16 @@ def _stored(results: Sequence[StepResult]) -> CheckRun:
              for r in results]  # fmt: skip
     failed = [f"{r.step}: {r.error}" for r in results if r.error]
     return CheckRun(steps=steps, warnings=failed)
+
+
+def _part_of_check(store: RunStore, run_id: str | None, step: str, check: str) -> None:
+    """Mark a step's run as a part of the check (its manifest's ``check_step``): ``latest`` then names the check,
+    whatever made the step's run."""
+    if run_id is None:
+        return
+    manifest = dict(store.get_run(run_id).manifest)
+    manifest["args"] = {**(manifest.get("args") or {}), "check_step": step, "check_run": check}
+    store.set_manifest(run_id, manifest)
 
 
 def _latest_failed(store: RunStore, step: str) -> str | None:
@@ -203,7 +214,7 @@ def _plan(store: RunStore, options: CheckOptions) -> str:
             cuda_total_bytes=card.cuda_total_bytes,
         )
     result = make_plan(resolved, request)
-    args = {"model": options.model_config, "gpu": options.gpu, "context": request.context, "check_step": "plan"}
+    args = {"model": options.model_config, "gpu": options.gpu, "context": request.context}
     with recording(store, "plan", build_manifest("plan", args, {})) as run:
         run.result(result.stored())
     return run.run_id
@@ -215,14 +226,14 @@ def _host_memory() -> int:
 
 def _bench(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
     load = Load(requests=options.bench_requests, max_tokens=options.max_tokens, warmup=1, per_stream=HOLD_WAVES)
-    return run_bench(store, targets, expand(["seed-000"]), load, args={"check_step": "bench"}).run_id
+    return run_bench(store, targets, expand(["seed-000"]), load).run_id
 
 
 def _eval(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
     from servelab.eval import EvalOptions, builtin_suites, load_items, run_eval
 
     suites = ["quick"] if options.suite == "quick" else [s for s in builtin_suites() if s != "code"]
-    return run_eval(store, list(targets), load_items(suites), EvalOptions(), args={"check_step": "eval"}).run_id
+    return run_eval(store, list(targets), load_items(suites), EvalOptions()).run_id
 
 
 def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) -> str:
@@ -231,7 +242,7 @@ def _coexist(store: RunStore, targets: Sequence[Target], options: CheckOptions) 
     probe = WorkerProbe(_probe_spec())
     load = LlmLoad(decode_streams=2, decode_tokens=options.max_tokens, prefill_tokens=1500)
     opts = CoexistOptions(repeats=1, utterances=options.coexist_utterances, load=load, settle_s=2.0)
-    result = run_coexist(store, probe, targets[0], opts, args={"check_step": "coexist"})
+    result = run_coexist(store, probe, targets[0], opts)
     if result.failed:
         raise RuntimeError(result.failed)
     return result.run_id
