@@ -211,9 +211,8 @@ class RunStore:
     def get_run(self, run_id: str, kinds: Collection[str] | None = None) -> RunInfo:
         """The run ``run_id`` names: an id, a unique prefix, or ``latest``: the newest run that is no part of
         another (a sweep stores a bench and an eval run per point after itself, a check its steps; they are named
-        by id). With
-        ``kinds``, only runs of those kinds are named: ``latest`` is the newest of them, and a prefix or id of
-        another kind's run is refused as that."""
+        by id). With ``kinds``, only runs of those kinds are named: ``latest`` is the newest of them, and a prefix
+        or id of another kind's run is refused as that."""
         runs = self.list_runs()
         if run_id == "latest":
             matches = [r for r in runs if not _part_of_another(r)]

@@ -63,10 +63,9 @@ def points_from_runs(store: RunStore, refs: list[str]) -> list[Measured]:
 
 def _sweep_point(store: RunStore, sweep: SweepRun, run_id: str, target: str) -> tuple[RunInfo, RunResult | None]:
     """The bench run of the sweep's point ``target`` (``point-N``), or of its only measured point."""
-    # a point that ran request and session scenarios keeps two bench runs ("id1,id2"): the first holds the
-    # closed-loop steps a fit reads (session steps are never fitted)
-    measured = {f"point-{p.index}": p.bench_run.split(",")[0] for p in sweep.points
-                if p.status == "measured" and p.bench_run}  # fmt: skip
+    # the first bench run holds the closed-loop steps a fit reads (session steps are never fitted)
+    measured = {f"point-{p.index}": p.bench_runs()[0] for p in sweep.points
+                if p.status == "measured" and p.bench_runs()}  # fmt: skip
     if not measured:
         raise UsageError(f"sweep {run_id} has no measured point to fit")
     if not target and len(measured) > 1:

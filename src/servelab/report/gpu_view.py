@@ -60,8 +60,8 @@ def point_telemetry(store: RunStore, result: SweepRun) -> dict[int, dict[str, An
     """Each measured point's NVML telemetry, from its bench run (a point whose run is gone has none)."""
     found: dict[int, dict[str, Any]] = {}
     for p in result.points:
-        for run in (p.bench_run or "").split(","):  # request and session scenarios: two runs, the first sampled
-            telemetry = store.summaries(run).get("bench/gpu") if run else None
+        for run in p.bench_runs():  # request and session scenarios: two runs, the first sampled
+            telemetry = store.summaries(run).get("bench/gpu")
             if isinstance(telemetry, dict) and telemetry.get("gpus") and p.index not in found:
                 found[p.index] = telemetry
     return found

@@ -54,8 +54,9 @@ def _render(out: Section, store: RunStore, info: RunInfo, result: RunResult, wit
             repo_section(out, result)
         case CoexistRun():
             coexist_section(out, result)
-            add_gpu_tables(out, store.summaries(info.run_id))
-            add_condition_gpu_table(out, result, store.summaries(info.run_id))
+            summaries = store.summaries(info.run_id)
+            add_gpu_tables(out, summaries)
+            add_condition_gpu_table(out, result, summaries)
             if with_plots:
                 _coexist_plot(out, store, info)
         case PlanRun():

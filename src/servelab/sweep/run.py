@@ -93,10 +93,7 @@ def run_sweep(
 
 def _resumable(store: RunStore, run_id: str, points: list[Point]) -> list[SweepPoint]:
     """The stored run's finished points that are still in the grid, renumbered to their place in it."""
-    info = store.get_run(run_id, kinds=("sweep",))
-    stored = load_result(store, info)
-    if info.kind != "sweep" or not isinstance(stored, SweepRun):
-        raise UsageError(f"run {info.run_id} is a {info.kind} run, not a sweep", hint="servelab runs list")
+    stored = stored_sweep(store, run_id)
     where = {p.key: i for i, p in enumerate(points)}
     return [p.model_copy(update={"index": where[p.key]}) for p in stored.points if p.key in where]
 
@@ -212,15 +209,20 @@ def _args(options: SweepOptions) -> dict[str, Any]:
     }
 
 
+def stored_sweep(store: RunStore, run_id: str) -> SweepRun:
+    """The stored sweep ``run_id`` names (an id, a prefix or ``latest``: the newest sweep)."""
+    info = store.get_run(run_id, kinds=("sweep",))
+    stored = load_result(store, info)
+    if not isinstance(stored, SweepRun):
+        raise UsageError(f"run {info.run_id} holds no sweep result", hint="servelab runs list")
+    return stored
+
+
 def stored_options(store: RunStore, run_id: str) -> SweepOptions:
     """The options a stored sweep ran with (what ``--resume`` goes on with)."""
     from servelab.sweep.grid import Axis
 
-    info = store.get_run(run_id, kinds=("sweep",))
-    stored = load_result(store, info)
-    if info.kind != "sweep" or not isinstance(stored, SweepRun):
-        raise UsageError(f"run {info.run_id} is a {info.kind} run, not a sweep", hint="servelab runs list")
-    s = stored.settings
+    s = stored_sweep(store, run_id).settings
     axes = tuple(Axis(a["name"], tuple(a["values"]), a["kind"]) for a in s["axes"])
     points = tuple(Point(tuple(p["args"]), tuple(sorted(p["env"].items()))) for p in s["points"])
     slo = s.get("slo")

@@ -104,6 +104,11 @@ class SweepPoint(Model):
     evals: list[PointEval] = Field(default_factory=list)
     while_measured: list[str] = Field(default_factory=list)  # what the engine's log said then that qualifies a figure
 
+    def bench_runs(self) -> list[str]:
+        """Its bench runs: the request scenarios' (the closed-loop steps), then the session scenarios' where both
+        ran (stored joined by a comma)."""
+        return [run for run in (self.bench_run or "").split(",") if run]
+
 
 class SweepRun(RunResult):
     kind: Literal["sweep"] = "sweep"
