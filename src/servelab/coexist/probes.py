@@ -95,7 +95,15 @@ class WorkerSpec:
 
 
 class WorkerProbe:
-    """The stand-in decoder in a child process, driven over its stdin and read from its stdout."""
+    """The stand-in decoder in a child process, driven over its stdin and read from its stdout.
+
+    The worker runs in its own session, as the engines servelab starts do: Linux weighs CPU time between sessions
+    (autogroups) before tasks within one, so a worker left in the caller's session gets that session's share,
+    split with everything else the caller runs, against a whole share for the engine. A CI runner's session
+    holding a low share once starved the stand-in for 126 s beside the embedded engine (decode lateness p99 2.8 ms
+    in a session of its own, 3 s with the caller's session at autogroup nice 19). On its own it is one service
+    beside another, as a voice process and an LLM server are on a real host; it still reads its commands from
+    the pipe, so it ends when the caller does."""
 
     def __init__(self, spec: WorkerSpec, ready_timeout: float = 300.0, stall_timeout: float = 120.0) -> None:
         self.spec, self.ready_timeout = spec, ready_timeout
@@ -112,7 +120,7 @@ class WorkerProbe:
         argv = [*self.spec.argv(), "--stack-file", self._stack]
         self._proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=self.spec.environment(),
-            limit=1 << 24,
+            limit=1 << 24, start_new_session=True,
         )  # fmt: skip
         line = await asyncio.wait_for(self._line(), self.ready_timeout)
         if "ready" not in line:

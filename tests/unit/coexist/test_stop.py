@@ -175,3 +175,23 @@ def test_the_cpu_stand_in_runs_one_blas_thread_unless_its_spec_says_otherwise() 
     assert WorkerSpec("cpu", env={"OPENBLAS_NUM_THREADS": "2"}).environment()["OPENBLAS_NUM_THREADS"] == "2"
     gpu = WorkerSpec("cuda").environment()
     assert all(gpu.get(k) == os.environ.get(k) for k in ONE_THREAD)  # the GPU probe's host threads as they were
+
+
+def test_the_stand_in_runs_in_a_session_of_its_own_and_ends_with_its_caller() -> None:
+    """Linux weighs CPU between sessions before tasks within one: the worker in the caller's session got that
+    session's share against the engine's whole one (126 s of nothing in CI). Its own session; and it still ends
+    when the caller's end of its pipe closes (the caller gone without a word), as no process group would end it."""
+    probe = WorkerProbe(WorkerSpec("cpu", "voice", dim=64, layers=1, ffn=128, chunks=2, period_ms=0))
+
+    async def go() -> tuple[int, int | None]:
+        await probe.start()
+        assert probe._proc is not None and probe._proc.stdin is not None
+        session = os.getsid(probe._proc.pid)
+        probe._proc.stdin.close()  # no "quit": the caller's end is simply gone
+        code = await asyncio.wait_for(probe._proc.wait(), 30)
+        await probe.close()
+        return session, code
+
+    session, code = asyncio.run(go())
+    assert session != os.getsid(0)
+    assert code == 0
