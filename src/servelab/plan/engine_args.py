@@ -52,6 +52,7 @@ class EngineArgs:
     speculative_model: str | None = None  # --speculative-config's draft model (a folder or hub id)
     load_format: str | None = None  # --load-format (dummy: nothing loaded, a draft shares the target's head)
     parallel_drafting: bool | None = None  # --speculative-config's parallel_drafting
+    draft_probabilistic: bool | None = None  # --speculative-config's draft_sample_method is "probabilistic"
     optimization_level: int | None = None  # -O / --optimization-level
     cudagraph_mode: str | None = None  # -cc.cudagraph_mode / --compilation-config's
     compilation_mode: int | None = None  # -cc.mode (0 none, 1 stock torch.compile, 2 trace once, 3 vLLM's)

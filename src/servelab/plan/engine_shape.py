@@ -21,6 +21,7 @@ class EngineShape:
     speculative_method: str | None = None  # --speculative-config's method (None: no speculation)
     num_speculative_tokens: int = 0  # --speculative-config's num_speculative_tokens (the decode query is 1 + this)
     parallel_drafting: bool = False  # --speculative-config's parallel_drafting (P-EAGLE: V1)
+    draft_probabilistic: bool = False  # --speculative-config's draft_sample_method "probabilistic" (standard rejection)
     cudagraph_capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes / -cc.cudagraph_capture_sizes
     optimization_level: int = 2  # -O
     cudagraph_mode: str | None = None  # -cc.cudagraph_mode (None: the -O level's)
@@ -41,6 +42,7 @@ def with_flags(shape: EngineShape, args: EngineArgs | None) -> EngineShape:
         "speculative_method": args.speculative_method,
         "num_speculative_tokens": args.num_speculative_tokens if args.speculative_method else None,
         "parallel_drafting": args.parallel_drafting,
+        "draft_probabilistic": args.draft_probabilistic,
         "optimization_level": args.optimization_level,
         "cudagraph_mode": args.cudagraph_mode,
         "compilation_mode": args.compilation_mode,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from servelab.plan.cudagraphs import v2_model_runner
 from servelab.plan.quant import WeightEstimate
 from servelab.plan.resolve import Resolved
 
@@ -12,6 +13,8 @@ if TYPE_CHECKING:
 
 
 def plan_notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate, draft: str | None) -> list[str]:
+    from servelab.plan.budget import engine_shape  # budget builds the plan and calls this
+
     spec = resolved.spec
     notes = list(spec.notes)
     declared = spec.quantization
@@ -35,9 +38,9 @@ def plan_notes(resolved: Resolved, req: PlanRequest, weights: WeightEstimate, dr
         notes.append(draft)
     elif method not in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states"):
         notes.append(f"speculative decoding ({method}): the draft's weights and KV are not counted")
-    elif method is not None:
-        notes.append(f"speculative decoding ({method}): its proposer's and the rejection sampler's profile-run "
-                     "memory is not modelled (ngram on Laguna's geometry: vLLM kept ~1.4 GiB less KV)")  # fmt: skip
+    elif method is not None and req.engine == "vllm" and v2_model_runner(spec, engine_shape(resolved, req)):
+        notes.append(f"speculative decoding ({method}): its proposer's profile-run memory on vLLM's V2 model "
+                     "runner is not modelled")  # fmt: skip
     if req.engine == "llamacpp" and spec.max_position and req.context > spec.max_position:
         notes.append(f"{req.context:,} tokens a slot is past the {spec.max_position:,} the model was trained on "
                      "(llama.cpp warns and serves it)")  # fmt: skip

@@ -7,9 +7,9 @@
   over ``min(max_num_seqs, tokens)`` dummy requests, then the sampler on one row per request.
   On the V1 runner (every MoE but three, every hybrid, ngram or draft speculation) the peak is the
   larger of its sampler phase (the fused-MoE workspace it still holds, 14 bytes a logit and the
-  top-k/top-p buffer, the last hidden states) and the forward phase (below), plus a fixed 32 MiB and
-  Kimi's KDA states: one formula for thirteen H100 and H200 starts within 0.1 GiB
-  (docs/plan-calibration.md). On V2 (dense models) it is the larger of the sampler (fp32 logits and
+  top-k/top-p buffer, the last hidden states; with speculation, its rejection sampler's 30 bytes a logit) and the
+  forward phase (below), plus a fixed 32 MiB and Kimi's KDA states: one formula for thirteen H100 and H200 starts
+  within 0.1 GiB (docs/plan-calibration.md). On V2 (dense models) it is the larger of the sampler (fp32 logits and
   its copies: ``SAMPLER_COPIES x rows x vocab x 4``) and the forward phase: the largest layer's
   transient buffers (the gated MLP's gate/up and activation outputs; the Triton fused-MoE workspaces
   ``M x topk x (max(I, H) + max(2I, H))`` plus its output and a shared expert on its side stream),
@@ -50,6 +50,14 @@ MXFP4_EXTRA_PER_TOKEN = 5.2  # triton_kernels' MXFP4 MoE: x topk x 2I x 2 bytes 
 # an fp32 copy, softmax probabilities and exponential noise (2 + 3 x 4 bytes a logit), beside the Triton top-k/top-p
 # buffer; the fused-MoE workspace (modular_kernel's WorkspaceManager) stays allocated from the first MoE layer on.
 V1_BYTES_PER_LOGIT = 14
+# With any --speculative-config the same dummy run then drives the rejection sampler over one draft token a row
+# (rejection_sampler.py): bf16 logits for the bonus and target rows (2 x 2), the bonus rows' bf16 copy (2) and
+# the fp32 logits its sampler returns for logprobs (4), the target rows in fp32 and their clone (8), their softmax
+# (4), the exponential noise and its reciprocal (8): 30 bytes a logit of one row a request; fp32 draft probabilities
+# (4 more) where the draft is sampled ("probabilistic"). Laguna's geometry with ngram: 1.53 GiB above the
+# 14-byte phase in the log, 1.53 GiB here.
+V1_SPEC_BYTES_PER_LOGIT = 30
+V1_DRAFT_PROBS_BYTES = 4
 V1_TOPK_ROWS = 132  # the top-k/top-p buffer: rows rounded up to a power of two, at most 132, x vocab x fp32
 V1_FIXED = 32 * MIB  # cuBLAS workspaces and the like, beside the peak
 
@@ -117,10 +125,15 @@ def moe_workspace(spec: ModelSpec, tokens: int, shape: EngineShape) -> int:
     return tokens * spec.moe.experts_per_token * (max(inner, hidden) + max(2 * inner, hidden)) * 2
 
 
-def v1_sampler(rows: int, vocab: int) -> int:
-    """V1's dummy sampler run: 14 bytes a logit, and the top-k/top-p buffer (the sort path's below 8 rows)."""
+def v1_sampler(rows: int, vocab: int, shape: EngineShape | None = None) -> int:
+    """V1's dummy sampler run: 14 bytes a logit, and the top-k/top-p buffer (the sort path's below 8 rows); with
+    speculation its rejection sampler's phase after it, which always holds more (30 bytes a logit, 34 with sampled
+    drafts), beside the same buffer (cached by vLLM across calls)."""
     buffer = min(1 << (rows - 1).bit_length(), V1_TOPK_ROWS) * vocab * 4 if rows >= 8 else rows * vocab * 8
-    return rows * vocab * V1_BYTES_PER_LOGIT + buffer
+    per_logit = V1_BYTES_PER_LOGIT
+    if shape is not None and shape.speculative_method:
+        per_logit = V1_SPEC_BYTES_PER_LOGIT + (V1_DRAFT_PROBS_BYTES if shape.draft_probabilistic else 0)
+    return rows * vocab * per_logit + buffer
 
 
 def v1_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
@@ -130,11 +143,13 @@ def v1_peak(spec: ModelSpec, shape: EngineShape) -> tuple[int, str]:
     tokens, hidden = shape.max_num_batched_tokens, spec.hidden_size
     rows = min(shape.max_num_seqs, tokens)
     vocab = padded_vocab(spec.vocab_size)  # every rank gathers the whole vocabulary's logits and samples them
-    sampler = moe_workspace(spec, tokens, shape) + v1_sampler(rows, vocab) + tokens * hidden * 2 + 4 * rows * hidden
+    sampler = moe_workspace(spec, tokens, shape) + v1_sampler(rows, vocab, shape)
+    sampler += tokens * hidden * 2 + 4 * rows * hidden
     forward, what = forward_peak(spec, tokens, shape)
     forward += 2 * tokens * hidden * 2  # the hidden state and residual carried through
     extra = recurrent_extra(spec, rows, shape.tp)
-    top = f"sampler ({rows} rows, V1 runner)" if sampler >= forward else what
+    sampler_name = "rejection sampler" if shape.speculative_method else "sampler"
+    top = f"{sampler_name} ({rows} rows, V1 runner)" if sampler >= forward else what
     return max(sampler, forward) + V1_FIXED + extra, f"{top} at {tokens:,} batched tokens"
 
 

@@ -123,6 +123,9 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
             values["speculative_model"] = spec["model"]
         if spec.get("parallel_drafting") is not None:
             values["parallel_drafting"] = bool(spec["parallel_drafting"])
+        if spec.get("draft_sample_method") is not None:  # the drafts' probabilities reach the rejection sampler
+            standard = spec.get("rejection_sample_method", "standard") == "standard"
+            values["draft_probabilistic"] = standard and spec["draft_sample_method"] == "probabilistic"
     cc = configs.get("compilation") or {}
     if cc.get("cudagraph_mode") is not None:
         values["cudagraph_mode"] = str(cc["cudagraph_mode"]).upper()
@@ -254,10 +257,10 @@ LOG_RUNTIME = {"enable_lora": "enable_lora", "max_cudagraph_capture_size": "max_
                 "kv_sharing_fast_prefill": "KV sharing fast prefill",
                 "enable_return_routed_experts": "routed experts capture",
                 "ec_transfer_config": "EC transfer"}  # fmt: skip
-DERIVED = {"num_speculative_tokens", "speculative_model", "parallel_drafting", "optimization_level", "cudagraph_mode",
-           "compilation_mode", "max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora",
-           "performance_mode", "v2_blockers", "use_v2_model_runner", "estimate_cudagraphs",
-           "torch_compile_disable"}  # fmt: skip
+DERIVED = {"num_speculative_tokens", "speculative_model", "parallel_drafting", "draft_probabilistic",
+           "optimization_level", "cudagraph_mode", "compilation_mode", "max_cudagraph_capture_size",
+           "cudagraph_capture_sizes", "enable_lora", "performance_mode", "v2_blockers", "use_v2_model_runner",
+           "estimate_cudagraphs", "torch_compile_disable"}  # fmt: skip
 
 
 def runtime_from_log(data: Mapping[str, Any]) -> RuntimeReader:
