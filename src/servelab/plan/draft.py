@@ -1,4 +1,5 @@
-"""A speculative draft's memory beside its target, as vLLM 0.25.1 loads it from a local folder (its config.json).
+"""A speculative draft's memory beside its target, as vLLM 0.25.1 loads it from a local folder (its config.json), or
+from the local Hugging Face cache for a hub id (never downloaded).
 
 - **EAGLE-3** (``model_executor/models/llama_eagle3.py``): per layer the Llama decoder's attention and gated MLP, the
   first layer's q/k/v reading the embedding and the hidden state side by side (2 x hidden in); a fusion ``fc`` from
@@ -28,7 +29,7 @@ from typing import Any
 from servelab.plan.config import spec_from_config
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.quant import estimate_weights, scheme_for
-from servelab.plan.resolve import Resolved
+from servelab.plan.resolve import Resolved, hf_cache_config
 from servelab.plan.spec import CacheLayer
 
 READ_METHODS = ("eagle", "eagle3", "draft_model")
@@ -46,8 +47,8 @@ class Draft:
     def note(self) -> str:
         return (f"speculative decoding ({self.method}, {self.folder}): the draft's {self.params / 1e6:,.0f}M "
                 f"parameters ({self.bytes_per_gpu / 2**30:.2f} GiB a GPU) counted beside the target's weights, its "
-                f"{len(self.layers)} attention layer(s) in the KV cache; {self.head}; its own profile run (the "
-                "drafter's forward, the rejection sampler) is not modelled")  # fmt: skip
+                f"{len(self.layers)} attention layer(s) in the KV cache; {self.head}; the drafter's own forward in "
+                "the profile run is not modelled")  # fmt: skip
 
 
 def fold_draft(resolved: Resolved, engine: str, args: EngineArgs | None) -> tuple[Resolved, str | None]:
@@ -72,7 +73,7 @@ def read_draft(method: str | None, folder: str | None, dummy: bool, tp: int = 1)
     if not folder:
         return f"speculative decoding ({method}): no draft model given: its weights and KV are not counted"
     try:
-        config_path = Path(folder).expanduser() / "config.json"
+        config_path = _config_path(folder)
         if not config_path.is_file() or config_path.stat().st_size > 16 * 2**20:  # a FIFO would block the read
             raise OSError(f"no readable {config_path}: a regular file of at most 16 MiB")
         config = json.loads(config_path.read_text())
@@ -86,6 +87,19 @@ def read_draft(method: str | None, folder: str | None, dummy: bool, tp: int = 1)
     except Exception as exc:  # a draft folder is the user's: any failure to read it is said, never raised
         return (f"speculative decoding ({method}): the draft at {folder!r} is not one servelab can read "
                 f"({type(exc).__name__}: {str(exc)[:200]}): its weights and KV are not counted")  # fmt: skip
+
+
+def _config_path(folder: str) -> Path:
+    """The draft's config.json: in the folder named, else, for a hub id (``org/name``) that is no local folder, in
+    the local Hugging Face cache, as vLLM would find it offline. Nothing is downloaded."""
+    local = Path(folder).expanduser()
+    if local.is_dir() or folder.count("/") != 1 or folder.startswith((".", "/", "~")):
+        return local / "config.json"
+    cached = hf_cache_config(folder)
+    if cached is None:
+        raise OSError(f"no folder {folder!r} here and no copy of it in the local Hugging Face cache (nothing is "
+                      "downloaded)")  # fmt: skip
+    return cached
 
 
 def _positive(config: dict[str, Any], key: str, default: int | None = None) -> int:

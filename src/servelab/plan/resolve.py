@@ -43,7 +43,8 @@ def load_preset(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return config, config.pop("_servelab", {})
 
 
-def _hf_cache_config(name: str) -> Path | None:
+def hf_cache_config(name: str) -> Path | None:
+    """The newest snapshot's config.json of hub id ``name`` in the local Hugging Face cache (nothing is fetched)."""
     hub = Path(
         os.environ.get("HF_HUB_CACHE")
         or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
@@ -140,7 +141,7 @@ def resolve_model(model: str, overrides: Mapping[str, Any] | None = None) -> Res
         return Resolved(spec, {}, *local_weights(path), model_id=str(path))
     if path.is_file():
         return Resolved(_spec(_read_json(path), path.stem, str(path), overrides))
-    cached = _hf_cache_config(model) if "/" in model else None
+    cached = hf_cache_config(model) if "/" in model else None
     if cached is not None:
         spec = _spec(_read_json(cached), model, f"HF cache {cached.parent}", overrides)
         return Resolved(spec, {}, *local_weights(cached.parent), model_id=model)

@@ -185,3 +185,18 @@ def test_another_engines_draft_is_said_not_counted(engine: str, flags: str) -> N
     resolved = resolve_model(str(MODELS / "llama-3.1-8b"))
     plan = make_plan(resolved, engine_request(replace(h100_request(), engine=engine), flags, None))
     assert any(f"{engine}'s draft model" in note and "not counted" in note for note in plan.notes)
+
+
+def test_a_draft_named_by_hub_id_is_read_from_the_local_hf_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM offline finds ``org/name`` in the Hugging Face cache: the plan reads the same config.json there (never a
+    download), and a hub id that is not cached is said, not guessed."""
+    snapshot = tmp_path / "models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((DRAFT / "config.json").read_text())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    cached = read_draft("eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", dummy=True)
+    assert not isinstance(cached, str | None) and cached.params == EAGLE3_PARAMS
+    missing = read_draft("eagle3", "yuhuili/not-cached", dummy=True)
+    assert isinstance(missing, str) and "local Hugging Face cache" in missing and "not counted" in missing
