@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.plan import PlanRequest, compare_with, engine_request, gpu, make_plan, read_reported, resolve_model
+from servelab.plan import resolve_model
+from tests.unit.plan.graphs_planned import planned_from_log
 
 ROOT = Path(__file__).resolve().parents[3]
 NEW, OLD = ROOT / "docs/data/h200-capacity-2026-12-01", ROOT / "docs/data/h200-2026-11-30"
@@ -51,15 +52,7 @@ MISSES = {  # documented: the plan is off by more than 1% here
 
 
 def planned(log: Path, folder: str):  # type: ignore[no-untyped-def]
-    card = gpu("h200")
-    base = PlanRequest(gpu_name=card.key, gpu_bytes=card.memory_bytes, bandwidth_gbs=None, context=32768,
-                       concurrency=1, quant=None, kv_dtype="auto", cuda_total_bytes=card.cuda_total_bytes)  # fmt: skip
-    reported = read_reported(str(log))
-    request = engine_request(base, None, reported)
-    assert request.engine_args is not None
-    resolved = resolve_model(str(MODELS / folder), request.engine_args.config_overrides())
-    plan = make_plan(resolved, request)
-    return plan, reported, compare_with(resolved, request, plan, reported)
+    return planned_from_log(log, MODELS / folder, "h200")
 
 
 @pytest.mark.parametrize(("log", "folder"), STARTS.items(), ids=[p.name for p in STARTS])

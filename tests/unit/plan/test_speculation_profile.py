@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from servelab.plan import PlanRequest, compare_with, engine_request, gpu, make_plan, read_reported, resolve_model
+from servelab.plan import resolve_model
 from servelab.plan.engine_shape import EngineShape
 from servelab.plan.overhead import activation_peak
+from tests.unit.plan.graphs_planned import planned_from_log
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNS = ROOT / "docs/data/h100-sweep-seed000-2026-12-06-s28"
@@ -18,15 +19,7 @@ GIB = 2**30
 
 
 def _planned(log: Path):  # type: ignore[no-untyped-def]
-    card = gpu("h100")
-    base = PlanRequest(gpu_name=card.key, gpu_bytes=card.memory_bytes, bandwidth_gbs=None, context=32768,
-                       concurrency=1, quant=None, kv_dtype="auto", cuda_total_bytes=card.cuda_total_bytes)  # fmt: skip
-    reported = read_reported(str(log))
-    request = engine_request(base, None, reported)
-    assert request.engine_args is not None
-    resolved = resolve_model(str(LAGUNA), request.engine_args.config_overrides())
-    plan = make_plan(resolved, request)
-    return plan, reported, compare_with(resolved, request, plan, reported)
+    return planned_from_log(log, LAGUNA, "h100")
 
 
 def test_ngram_costs_what_vllm_kept_out_of_the_kv_cache() -> None:
