@@ -16,13 +16,20 @@ from servelab.engines.prometheus import info_labels, parse_exposition
 from servelab.plan.engine_args import EngineArgs, engine_args_from_log
 from servelab.plan.quant import GIB
 
-_SIZE = re.compile(r"(GPU|CPU|XPU)[^\n]*KV cache size: ([\d,]+) tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
-_EXPLICIT = re.compile(r"Explicitly set \(([\d.]+)/[\d.]+\) GiB for KV cache")
-_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
-_PEAK = re.compile(r"torch peak memory increase: ([\d.]+)GiB; non-torch forward increase memory: ([\d.]+)GiB")
-_GRAPHS = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")
+_INT = r"(\d{1,3}(?:,\d{3})+|\d+)"  # 492,156 or 492156
+_REAL = r"(\d+(?:\.\d+)?)(?![\d.])"  # 13.51, never 1.2.3
+_SIZE = re.compile(r"\b(?:GPU|CPU|XPU) KV cache size: " + _INT + r" tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for " + _INT + r" tokens per request: " + _REAL + "x")
+_AVAILABLE = re.compile(r"Available KV cache memory: " + _REAL + " GiB")
+_EXPLICIT = re.compile(r"Explicitly set \(" + _REAL + r"/[\d.]+\) GiB for KV cache")
+_WEIGHTS = re.compile(r"Model loading took " + _REAL + " GiB")
+_PEAK = re.compile(r"torch peak memory increase: " + _REAL + "GiB; non-torch forward increase memory: " + _REAL + "GiB")
+_GRAPHS = re.compile(r"Estimated CUDA graph memory: " + _REAL + " GiB total")
+# where a vLLM start begins: the API server's first lines, else the engine core's (a log may hold several starts)
+_VLLM_STARTS = (
+    re.compile(r"vLLM API server version|non-default args: \{"),
+    re.compile(r"Initializing a V\d LLM engine"),
+)
 # llama.cpp (llama-kv-cache.cpp, llama-context.cpp)
 _LLAMA_KV = re.compile(
     r"llama_kv_cache: size = +([\d.]+) MiB \( *(\d+) cells, +(\d+) layers, +(\d+)/(\d+) seqs\), "
@@ -63,21 +70,49 @@ def _num(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def last_vllm_start(text: str) -> str:
+    """The log from its last start on (a log appended to by several starts reads as the last one): its API
+    server's first lines where it has them, else its engine core's."""
+    for marker in _VLLM_STARTS:
+        starts = [m.start() for m in marker.finditer(text)]
+        if starts:
+            first = _first_of_run(text, starts)
+            return text[text.rfind("\n", 0, first) + 1 :]
+    return text
+
+
+def _first_of_run(text: str, starts: list[int]) -> int:
+    """The first of the last start's API-server lines (its version line and its args line come together)."""
+    first = starts[-1]
+    for p in reversed(starts[:-1]):
+        between = text[p:first]
+        if between.count("\n") > 3:
+            break
+        first = p
+    return first
+
+
 def parse_log(text: str, source: str = "log") -> Reported:
-    """vLLM's start-up lines: KV cache size, maximum concurrency, available KV memory, weights."""
+    """vLLM's start-up lines: KV cache size, maximum concurrency, available KV memory, weights; of its last start
+    where the log holds several (one that did not get as far as its KV cache is said, never filled in from an
+    earlier one)."""
+    if not _SIZE.search(text) and _LLAMA_KV.search(text):
+        return parse_llamacpp_log(text, source)
+    whole, text = text, last_vllm_start(text)
+    if _SIZE.search(whole) and not _SIZE.search(text):
+        raise UsageError(f"the last start in {source} logged no KV cache size (it did not get that far); an earlier "
+                         "start did: give a log of one start")  # fmt: skip
     size, conc = _SIZE.findall(text), _CONCURRENCY.findall(text)
     avail = _AVAILABLE.findall(text) or _EXPLICIT.findall(text)
     weights = _WEIGHTS.findall(text)
     peak, graphs = _PEAK.findall(text), _GRAPHS.findall(text)
     if not size:
-        if _LLAMA_KV.search(text):
-            return parse_llamacpp_log(text, source)
         raise UsageError(
             f"no 'KV cache size: N tokens' line (vLLM) or 'llama_kv_cache: size' line (llama.cpp) in {source}"
         )
     return Reported(
         source=source,
-        tokens=_num(size[-1][1]),
+        tokens=_num(size[-1]),
         max_model_len=_num(conc[-1][0]) if conc else None,
         max_concurrency=float(conc[-1][1]) if conc else None,
         available_bytes=int(float(avail[-1]) * GIB) if avail else None,
@@ -151,6 +186,8 @@ def parse_llamacpp_log(text: str, source: str = "log") -> Reported:
     weights = _LLAMA_MODEL.findall(loaded)
     text = text[text.rfind(_LLAMA_START) :] if _LLAMA_START in text else text  # the last start only
     caches = _LLAMA_KV.findall(text)
+    if not caches:  # the last context never allocated its cache (it failed, or the log ends first)
+        raise UsageError(f"the last start in {source} logged no llama_kv_cache size (it did not get that far)")
     kv = caches[0]
     compute = _LLAMA_COMPUTE.findall(text)
     per_seq, seqs, ubatch = _LLAMA_CTX.findall(text), _LLAMA_SEQS.findall(text), _LLAMA_UBATCH.findall(text)

@@ -77,6 +77,7 @@ VLLM_RUNTIME: dict[str, tuple[str, str]] = {
     **V2_BLOCKING_FLAGS,
 }
 COMPILATION_MODES = {"none": 0, "stock_torch_compile": 1, "dynamo_trace_once": 2, "vllm_compile": 3}
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # config/compilation.py
 
 
 def vllm_flag(token: str) -> str:
@@ -117,8 +118,8 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
             values["speculative_method"] = speculative_method_of(spec)
         except UsageError as exc:
             raise UsageError(f"--engine-args: --speculative-config: {exc}") from None
-        if isinstance(spec.get("num_speculative_tokens"), int):
-            values["num_speculative_tokens"] = spec["num_speculative_tokens"]
+        if spec.get("num_speculative_tokens") is not None:
+            values["num_speculative_tokens"] = _whole(spec["num_speculative_tokens"], "num_speculative_tokens", 1)
         if isinstance(spec.get("model"), str) and spec["model"]:
             values["speculative_model"] = spec["model"]
         if spec.get("parallel_drafting") is not None:
@@ -126,17 +127,7 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
         if spec.get("draft_sample_method") is not None:  # the drafts' probabilities reach the rejection sampler
             standard = spec.get("rejection_sample_method", "standard") == "standard"
             values["draft_probabilistic"] = standard and spec["draft_sample_method"] == "probabilistic"
-    cc = configs.get("compilation") or {}
-    if cc.get("cudagraph_mode") is not None:
-        values["cudagraph_mode"] = str(cc["cudagraph_mode"]).upper()
-    mode = cc.get("mode", cc.get("level"))
-    if mode is not None:
-        name = str(mode).lower()
-        values["compilation_mode"] = int(name) if name.isdigit() else COMPILATION_MODES.get(name)
-    if cc.get("max_cudagraph_capture_size") is not None:
-        values["max_cudagraph_capture_size"] = int(cc["max_cudagraph_capture_size"])
-    if cc.get("cudagraph_capture_sizes") is not None:
-        values["cudagraph_capture_sizes"] = tuple(int(x) for x in cc["cudagraph_capture_sizes"])
+    _compilation(values, configs.get("compilation") or {})
     for dest in ("max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora", "performance_mode"):
         if dest in extra:
             values[dest] = extra[dest]
@@ -156,6 +147,41 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
         values["estimate_cudagraphs"] = _bool_env(env["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"])
     if env.get("TORCH_COMPILE_DISABLE") == "1":
         values["torch_compile_disable"] = True
+
+
+def _compilation(values: dict[str, Any], cc: Mapping[str, Any]) -> None:
+    """What --compilation-config sets, each value checked as vLLM's own config would (a value it would refuse is
+    refused here, never planned as something else)."""
+    if cc.get("cudagraph_mode") is not None:
+        mode_name = str(cc["cudagraph_mode"]).upper()
+        if mode_name not in CUDAGRAPH_MODES:
+            raise UsageError(f"--compilation-config: cudagraph_mode {cc['cudagraph_mode']!r} is not one of vLLM's",
+                             hint=", ".join(CUDAGRAPH_MODES))  # fmt: skip
+        values["cudagraph_mode"] = mode_name
+    mode = cc.get("mode", cc.get("level"))
+    if mode is not None:
+        name = str(mode).lower()
+        level = int(name) if name.isdigit() else COMPILATION_MODES.get(name)
+        if level not in COMPILATION_MODES.values():
+            raise UsageError(f"--compilation-config: mode {mode!r} is not one of vLLM's",
+                             hint=", ".join(f"{k} ({v})" for k, v in COMPILATION_MODES.items()))  # fmt: skip
+        values["compilation_mode"] = level
+    if cc.get("max_cudagraph_capture_size") is not None:
+        values["max_cudagraph_capture_size"] = _whole(cc["max_cudagraph_capture_size"], "max_cudagraph_capture_size")
+    sizes = cc.get("cudagraph_capture_sizes")
+    if sizes is not None:
+        if not isinstance(sizes, list | tuple):
+            raise UsageError(f"--compilation-config: cudagraph_capture_sizes {sizes!r} is not a list of sizes")
+        values["cudagraph_capture_sizes"] = tuple(_whole(x, "cudagraph_capture_sizes", 1) for x in sizes)
+
+
+def _whole(value: Any, what: str, least: int = 0) -> int:
+    """A config's whole number (an int, or a string of digits as the log may print it), else a clear refusal."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= 1 << 24:
+        raise UsageError(f"{what} = {value!r}: vLLM wants a whole number from {least} to {1 << 24:,}")
+    return value
 
 
 @dataclass
@@ -195,11 +221,11 @@ class RuntimeReader:
             self.extra["optimization_level"] = token[3:] if token[2:3] == "=" else token[2:]
             kept.append(tokens[i])
             return i + 1
-        if i + 1 < len(tokens) and tokens[i + 1] in _OPT_LEVELS:
-            self.extra["optimization_level"] = tokens[i + 1]
-            kept += tokens[i : i + 2]
-            return i + 2
-        return None
+        if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
+            raise UsageError("--engine-args: -O needs a level (vLLM 0.25.1's are 0 to 3)")
+        self.extra["optimization_level"] = tokens[i + 1]  # checked with the rest (a level past 3 is refused)
+        kept += tokens[i : i + 2]
+        return i + 2
 
     def _config(self, flag: str, raw: str) -> None:
         head, *keys = flag.split(".")

@@ -8,6 +8,7 @@ is ``unknown``, never guessed.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -112,6 +113,8 @@ def logged(path: Path, engine: str) -> PointLogged:
         r = read_reported(str(path))
     except ServelabError as exc:
         return PointLogged(error=str(exc))
+    except Exception as exc:  # a log the reader cannot place must not cost the sweep its measured points
+        return PointLogged(error=f"the log could not be read ({type(exc).__name__}: {str(exc)[:200]})")
     return PointLogged(kv_tokens=r.tokens, kv_pool_bytes=r.available_bytes, weights_bytes=r.weights_bytes,
                        cudagraph_bytes=r.cudagraph_bytes, max_concurrency=r.max_concurrency,
                        context=r.max_model_len)  # fmt: skip
@@ -127,7 +130,8 @@ def start_facts(path: Path, seconds: float | None) -> PointStart:
             last = found[-1]
             value = next((v for v in last if v), None) if isinstance(last, tuple) else last
             if value:
-                phases[name] = float(value)
+                with contextlib.suppress(ValueError):  # "1.2.3": no figure rather than a wrong one
+                    phases[name] = float(value)
     return PointStart(seconds=seconds, cache=cache_state(text), phases=phases, log=str(path))
 
 

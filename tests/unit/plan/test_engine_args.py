@@ -136,3 +136,24 @@ def test_a_value_the_engine_would_refuse_is_a_clear_error(flags: str) -> None:
 def test_a_context_no_engine_serves_is_refused(context: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "llama-3.1-8b", "--gpu", "h200", "--context", context]) == 2
     assert "token count" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        """--compilation-config '{"max_cudagraph_capture_size": "big"}'""",
+        """--compilation-config '{"cudagraph_capture_sizes": [1, "a"]}'""",
+        """--compilation-config '{"cudagraph_capture_sizes": 5}'""",
+        "-cc.max_cudagraph_capture_size=abc",
+        """--compilation-config '{"cudagraph_mode": "garbage"}'""",
+        """--compilation-config '{"level": "x"}'""",
+        """--speculative-config '{"method": "ngram", "num_speculative_tokens": "four"}'""",
+        "-O 4",
+        "-O",
+        "-O --enforce-eager",
+    ],
+)
+def test_a_runtime_value_vllm_would_refuse_is_refused(text: str) -> None:
+    """Each of these once planned as something else or raised a traceback: vLLM refuses them, so does the plan."""
+    with pytest.raises(UsageError):
+        parse_engine_args(text)
