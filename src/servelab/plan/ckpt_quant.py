@@ -116,9 +116,19 @@ def _group_bytes(bits: int, group: int, scale_bytes: float, zero: bool) -> float
     return bits / 8 + (per_group / group if group > 0 else 0.0)
 
 
+def _whole(value: Any, what: str, least: int, most: int) -> int:
+    """A quantization config's whole number within what any checkpoint has, else a clear refusal."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise UsageError(f"config.json quantization_config: {what} = {value!r} is not a whole number from {least} "
+                         f"to {most:,}")  # fmt: skip
+    return value
+
+
 def _int_group(q: Mapping[str, Any], method: str) -> tuple[str, float, str]:
-    bits = int(q.get("bits") or q.get("w_bit") or 4)
-    group = int(q.get("group_size") or q.get("q_group_size") or 128)
+    bits = _whole(q.get("bits") or q.get("w_bit") or 4, "bits", 1, 16)
+    group = _whole(q.get("group_size") or q.get("q_group_size") or 128, "group_size", -1, 1 << 20)
     zero = bool(q.get("zero_point", True)) if method == "awq" else not bool(q.get("sym", True))
     name = {4: "int4", 8: "int8"}.get(bits, f"int{bits}")
     per_channel = "per channel" if group <= 0 else f"group {group}"
@@ -130,14 +140,17 @@ def _int_group(q: Mapping[str, Any], method: str) -> tuple[str, float, str]:
 
 
 def _ct_group(weights: Mapping[str, Any]) -> tuple[str, float, str]:
-    bits = int(weights.get("num_bits") or 8)
+    bits = _whole(weights.get("num_bits") or 8, "num_bits", 1, 16)
     kind = str(weights.get("type") or "int")
     strategy = str(weights.get("strategy") or "tensor")
-    group = int(weights.get("group_size") or 0)
+    group = _whole(weights.get("group_size") or 0, "group_size", -1, 1 << 20)
     if kind == "float" and bits == 4:
         return "nvfp4", 0.5 + 1 / (group or 16), f"compressed-tensors nvfp4, group {group or 16}"
     if strategy == "block":
         block = weights.get("block_structure") or [128, 128]
+        if not isinstance(block, list | tuple) or len(block) != 2:
+            raise UsageError(f"config.json quantization_config: block_structure {block!r} is not two sizes")
+        block = [_whole(b, "block_structure", 1, 1 << 20) for b in block]
         return f"{'fp' if kind == 'float' else 'int'}{bits}", bits / 8 + 4 / (block[0] * block[1]), \
             f"compressed-tensors {kind}{bits}, block {block[0]}x{block[1]}"  # fmt: skip
     if strategy == "group" and group > 0:
@@ -162,7 +175,7 @@ def _modelopt(q: Mapping[str, Any]) -> tuple[str, float, str]:
     if algo == "FP8":
         return "fp8", 1.0, "modelopt FP8, per tensor"
     if algo == "NVFP4":
-        group = int(q.get("group_size") or 16)
+        group = _whole(q.get("group_size") or 16, "group_size", 1, 1 << 20)
         return "nvfp4", 0.5 + 1 / group, f"modelopt NVFP4, group {group}"
     raise UsageError(f"modelopt quant_algo {algo or '(none)'!r} is not one servelab models", hint="FP8 or NVFP4")
 
@@ -188,8 +201,11 @@ METHODS = {
 def scheme_from_config(config: Mapping[str, Any], num_layers: int) -> QuantScheme | None:
     """The checkpoint's declared quantization, or None when config.json declares none."""
     q = config.get("quantization_config")
-    if not isinstance(q, Mapping):
+    if q is None:
         return None
+    if not isinstance(q, Mapping):
+        raise UsageError(f"config.json quantization_config is {type(q).__name__} {str(q)[:60]!r}, not an object: "
+                         "servelab cannot tell how the weights are stored", hint="plan it with --quant")  # fmt: skip
     method = str(q.get("quant_method") or "").lower()
     if method == "mxfp4":
         return QuantScheme("mxfp4", 0.5 + 1 / 32, ("moe_routed",), kept_shares(_ignore_list(q), num_layers),
@@ -201,6 +217,9 @@ def scheme_from_config(config: Mapping[str, Any], num_layers: int) -> QuantSchem
             hint=f"known: mxfp4, {', '.join(METHODS)}; or plan it with --quant and --weights",
         )
     name, per_weight, detail = reader(q)
+    if not 0 < per_weight <= 4:  # no checkpoint stores a weight in more than fp32's four bytes
+        raise UsageError(f"config.json quantization_config gives {per_weight:g} bytes a weight ({detail}): no "
+                         "checkpoint stores weights so")  # fmt: skip
     kept = kept_shares(_ignore_list(q), num_layers)
     if method in ("gptq", "awq") and q.get("lm_head"):
         detail += ", lm_head quantized"

@@ -54,21 +54,46 @@ def hf_cache_config(name: str) -> Path | None:
     return configs[0] if configs else None
 
 
+MAX_HEADER = 256 * 2**20  # a safetensors header is JSON a few MiB long even for the largest checkpoints
+
+
 def safetensors_bytes(folder: Path) -> int | None:
-    """Exact tensor bytes from the safetensors headers in ``folder`` (no tensor data is read)."""
+    """Exact tensor bytes from the safetensors headers in ``folder`` (no tensor data is read). Each tensor's
+    ``data_offsets`` must lie in order within its file's data, as the format requires: a file that breaks that is
+    refused by name, never summed into a wrong (or negative) figure."""
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         return None
-    total = 0
-    for path in files:
+    return sum(_safetensors_file(path) for path in files)
+
+
+def _safetensors_file(path: Path) -> int:
+    try:
+        size = path.stat().st_size
         with path.open("rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
+            raw = handle.read(8)
+            if len(raw) < 8:
+                raise ValueError("shorter than its 8-byte header length")
+            (length,) = struct.unpack("<Q", raw)
+            if not 2 <= length <= min(MAX_HEADER, size - 8):
+                raise ValueError(f"a header length of {length:,} bytes in a file of {size:,}")
             header = json.loads(handle.read(length))
+        if not isinstance(header, dict):
+            raise ValueError("its header is not a JSON object")
+        data = size - 8 - length
+        total = 0
         for key, info in header.items():
-            if key != "__metadata__":
-                start, end = info["data_offsets"]
-                total += end - start
-    return total
+            if key == "__metadata__":
+                continue
+            offsets = info.get("data_offsets") if isinstance(info, dict) else None
+            if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+                    and 0 <= offsets[0] <= offsets[1] <= data):  # fmt: skip
+                raise ValueError(f"tensor {str(key)[:80]!r} has data_offsets {str(offsets)[:80]} outside its data")
+            total += offsets[1] - offsets[0]
+        return total
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise UsageError(f"{path}: not a safetensors file servelab can read ({exc})",
+                         hint="give the weights' size with --weights, or remove the file") from None  # fmt: skip
 
 
 def gguf_bytes(folder: Path) -> tuple[int, str] | None:
@@ -81,7 +106,14 @@ def gguf_bytes(folder: Path) -> tuple[int, str] | None:
         from gguf import GGUFReader  # the embedded extra installs it
     except ImportError:
         return sum(f.stat().st_size for f in files), "GGUF file sizes (pip install gguf for exact tensor bytes)"
-    return sum(int(t.n_bytes) for f in files for t in GGUFReader(f).tensors), "GGUF tensor headers"
+    total = 0
+    for path in files:
+        try:
+            total += sum(int(t.n_bytes) for t in GGUFReader(path).tensors)
+        except Exception as exc:  # the gguf package raises what it likes on a file that is not GGUF
+            raise UsageError(f"{path}: not a GGUF file servelab can read ({type(exc).__name__}: {str(exc)[:200]})",
+                             hint="give the weights' size with --weights, or remove the file") from None  # fmt: skip
+    return total, "GGUF tensor headers"
 
 
 def local_weights(folder: Path) -> tuple[int | None, str]:
