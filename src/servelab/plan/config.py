@@ -103,8 +103,12 @@ def layer_kinds(cfg: Config) -> list[str]:
     n = int(cfg["num_hidden_layers"])
     declared = cfg.get("layer_types")
     if declared:
+        if not isinstance(declared, list) or len(declared) != n:
+            count = len(declared) if isinstance(declared, list) else type(declared).__name__
+            raise UnknownArchitecture(f"layer_types lists {count} layers where num_hidden_layers is {n}: which "
+                                      "layers are which cannot be told")  # fmt: skip
         kinds = []
-        for i, name in enumerate(declared[:n]):
+        for i, name in enumerate(declared):
             if name not in ATTENTION_KINDS:
                 raise UnknownArchitecture(
                     f"layer {i} has attention type {name!r}, whose cache servelab does not model yet"
@@ -130,7 +134,16 @@ def _uses_sliding_everywhere(cfg: Config) -> bool:
     if not window:
         return False
     if "use_sliding_window" in cfg:
-        return bool(cfg["use_sliding_window"])
+        on = bool(cfg["use_sliding_window"])
+        windowed_from = cfg.get("max_window_layers")
+        if on and isinstance(windowed_from, int) and 0 <= windowed_from < int(cfg["num_hidden_layers"]):
+            # transformers' Qwen2 family: layers from max_window_layers on slide, the others not; vLLM 0.25.1
+            # asserts against such a mix (models/qwen2.py, "Sliding window for some but all layers")
+            raise UnknownArchitecture(
+                f"sliding windows on layers {windowed_from} and up only (use_sliding_window with max_window_layers "
+                f"{windowed_from} of {cfg['num_hidden_layers']}): vLLM 0.25.1 refuses to start such a model"
+            )
+        return on
     return _model_type(cfg) in ("mistral", "mixtral", "starcoder2")
 
 
@@ -333,12 +346,23 @@ def max_context(cfg: Mapping[str, Any]) -> int:
 
 # a part of a multimodal checkpoint the plan does not model: its weights, vLLM's encoder cache budget and the
 # profile run's multimodal peak would all be missing from a plan of the language model alone
-TOWERS = ("vision_config", "audio_config", "speech_config", "vision_tower", "visual", "mm_projector_type")
+# a key naming a part besides the language model: a tower, its processor or projector, its adapters, its tokens
+# (vision_config, mm_vision_tower, img_processor, embd_layer, audio_processor, speech_lora, image_token_id, ...)
+TOWER_WORDS = ("vision", "visual", "image", "img_", "video", "audio", "speech", "mm_", "vit_", "siglip", "clip",
+               "whisper", "embd_layer", "perceiver", "resampler")  # fmt: skip
+# architectures that carry such a part whatever their keys say
+TOWER_ARCHITECTURES = ("Llava", "VL", "Vision", "Phi3V", "Phi4MM", "Omni", "Audio", "Speech", "Whisper", "Blip")
 
 
 def unmodelled_parts(config: Config) -> list[str]:
-    """The keys of ``config`` that name a part besides the language model (a vision or audio tower)."""
-    return [key for key in config if config[key] and (key in TOWERS or key.endswith(("vision_config", "audio_config")))]
+    """The keys of ``config`` that name a part besides the language model (a vision or audio tower, its processor,
+    projector or adapters), and an architecture that is multimodal by name: matched by the words such parts are
+    named with, so a family servelab has not met is refused too, not planned without its tower."""
+    keys = [key for key in config if config[key] and any(word in key.lower() for word in TOWER_WORDS)]
+    architectures = config.get("architectures")
+    named = [str(a) for a in architectures if any(w in str(a) for w in TOWER_ARCHITECTURES)] if isinstance(
+        architectures, list) else []  # fmt: skip
+    return keys + [f"architecture {a}" for a in named]
 
 
 def spec_from_config(config: Config, *, name: str = "", source: str = "") -> ModelSpec:

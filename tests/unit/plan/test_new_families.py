@@ -89,6 +89,10 @@ def test_a_multimodal_checkpoint_is_refused_naming_what_is_not_modelled(capsys: 
     err = capsys.readouterr().err
     assert "vision_config" in err and "Traceback" not in err
     text_only = {k: v for k, v in VL.items() if k != "vision_config"}
+    # vLLM builds the VL class's tower from its architecture's defaults whatever the keys say: still refused
+    with pytest.raises(UnknownArchitecture, match="architecture Qwen2_5_VLForConditionalGeneration"):
+        spec_from_config(text_only)
+    text_only |= {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
     assert spec_from_config(text_only).count("full") == 28  # its language model alone, when asked for that
 
 
@@ -96,3 +100,45 @@ def test_a_multimodal_checkpoint_is_refused_naming_what_is_not_modelled(capsys: 
 def test_other_towers_are_refused_too(key: str) -> None:
     with pytest.raises(UnknownArchitecture, match=key):
         spec_from_config({**{k: v for k, v in VL.items() if k != "vision_config"}, key: {"hidden_size": 8}})
+
+
+# the VL checkpoint's language model as its own text config would give it
+TEXT = {k: v for k, v in VL.items() if k != "vision_config"} | {"architectures": ["Qwen2ForCausalLM"],
+                                                               "model_type": "qwen2"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"model_type": "phi3_v", "img_processor": {"name": "clip_vision_model"}, "embd_layer": {"x": 1}},
+         "img_processor"),
+        ({"model_type": "llava_llama", "mm_vision_tower": "openai/clip-vit-large", "mm_hidden_size": 1024},
+         "mm_vision_tower"),
+        ({"model_type": "phi4mm", "audio_processor": {"x": 1}, "vision_lora": {"r": 256}, "speech_lora": {"r": 320}},
+         "audio_processor"),
+        ({"architectures": ["SomeNewVisionForCausalLM"]}, "architecture SomeNewVisionForCausalLM"),
+    ],
+)  # fmt: skip
+def test_towers_named_other_ways_are_refused_too(extra: dict[str, Any], named: str) -> None:
+    """A tower is found by the words such parts are named with, not a list of known keys: Phi-3-vision's,
+    LLaVA's and Phi-4-multimodal's were planned as text models when only vision_config was known."""
+    text = dict(TEXT)
+    with pytest.raises(UnknownArchitecture, match=named):
+        spec_from_config(text | extra)
+
+
+def test_layer_types_that_do_not_list_every_layer_are_refused() -> None:
+    """16 kinds for 32 layers once planned a 4.5B model out of an 8B one."""
+    text = dict(TEXT)
+    layers = text["num_hidden_layers"]
+    with pytest.raises(UnknownArchitecture, match=f"lists {layers // 2} layers where num_hidden_layers is {layers}"):
+        spec_from_config(text | {"layer_types": ["full_attention"] * (layers // 2)})
+    assert spec_from_config(text | {"layer_types": ["full_attention"] * layers}).count("full") == layers
+
+
+def test_sliding_windows_on_some_qwen2_layers_only_are_refused_as_vllm_does() -> None:
+    text = TEXT | {"sliding_window": 4096}
+    layers = text["num_hidden_layers"]
+    with pytest.raises(UnknownArchitecture, match=r"vLLM 0\.25\.1 refuses"):
+        spec_from_config(text | {"use_sliding_window": True, "max_window_layers": layers // 2})
+    assert spec_from_config(text | {"use_sliding_window": False, "max_window_layers": 4}).count("full") == layers
