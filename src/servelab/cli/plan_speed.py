@@ -28,6 +28,8 @@ def show_speed(s: SpeedPrediction) -> None:
     out.print(table)
     out.print(f"prefill of {s.prompt_tokens:,} tokens: {s.prefill_ms:,.0f} ms alone; TTFT of the last of "
               f"{s.concurrency} such prompts arriving together: {s.ttft_last_ms:,.0f} ms")  # fmt: skip
+    for note in s.notes:
+        out.print(f"note: {note}", markup=False, highlight=False)
 
 
 def show_fit(fit: Fit) -> None:

@@ -151,16 +151,19 @@ def _target_weights(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
     return estimate_weights(resolved.spec, scheme, tp=req.tp)
 
 
-def _speed(resolved: Resolved, weights: WeightEstimate, req: PlanRequest) -> SpeedPrediction | None:
-    """The speed model at the plan's concurrency and context (plan/speed.py); None without a card's peaks."""
+def _speed(resolved: Resolved, weights: WeightEstimate, req: PlanRequest, most_streams: float,
+           fits: bool) -> SpeedPrediction | None:  # fmt: skip
+    """The speed model at the plan's concurrency and context (plan/speed.py), up to the streams the card holds at
+    the most utilisation allowed; None without a card's peaks, and where the plan does not fit (no speed is
+    predicted for what cannot run)."""
     consts = req.speed_constants
     if consts is None and req.bandwidth_gbs and req.tflops:
         consts = Constants(req.bandwidth_gbs, req.tflops)
-    if consts is None:
+    if consts is None or not fits:
         return None
     work = workload(resolved.spec, weights, scheme_of(resolved, req), kv_dtype_bytes(req.kv_dtype), req.tp)
     return predict(work, consts, concurrency=req.concurrency, length=req.context, prompt=req.prompt_tokens,
-                   budget=req.max_num_batched_tokens)  # fmt: skip
+                   budget=req.max_num_batched_tokens, most_streams=most_streams)  # fmt: skip
 
 
 def check_engine(engine: str) -> None:
@@ -322,7 +325,7 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         total_params=spec.total_params,
         active_params=spec.active_params,
         decode=decode_ceiling(spec, weights, req),
-        speed=_speed(resolved, weights, req),
+        speed=_speed(resolved, weights, req, most if most is not None else capacity.max_sequences, fits),
         command=command_line(resolved, req, chosen),
         notes=plan_notes(resolved, req, weights, draft_note) + ([defaults_note(defaults)] if defaults else []),
         defaults=defaults,

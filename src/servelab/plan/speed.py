@@ -148,14 +148,21 @@ def decode_point(work: Workload, consts: Constants, concurrency: int, length: in
     return DecodePoint(concurrency, length, nbytes, flops, seconds * 1e3, 1 / seconds, concurrency / seconds, bound)
 
 
+MAX_STEPS = 4096  # a prefill of more steps is summed in groups of equal steps (each group at its middle step)
+
+
 def prefill_s(work: Workload, consts: Constants, prompt: int, budget: int, prompts: int = 1) -> float:
-    """Seconds to prefill ``prompts`` prompts of ``prompt`` tokens in steps of at most ``budget`` tokens."""
+    """Seconds to prefill ``prompts`` prompts of ``prompt`` tokens in steps of at most ``budget`` tokens; at most
+    MAX_STEPS step costs are computed, whatever the prompt and the budget."""
     total, done, seconds = prompts * prompt, 0, 0.0
+    group = max(1, ceil_div(ceil_div(total, budget), MAX_STEPS))
     while done < total:
         n = min(budget, total - done)
-        within = (done % prompt) + n / 2 if n < prompt else prompt / 2  # positions attended, on average
-        seconds += consts.step_s(*work.prefill_step(n, min(within, prompt)))[0]
-        done += n
+        k = max(1, min(group, (total - done) // n))  # k steps of n tokens, priced at the middle one
+        start = done + (k // 2) * n
+        within = (start % prompt) + n / 2 if n < prompt else prompt / 2  # positions attended, on average
+        seconds += k * consts.step_s(*work.prefill_step(n, min(within, prompt)))[0]
+        done += k * n
     return seconds
 
 
@@ -174,14 +181,25 @@ class SpeedPrediction:
 LEVELS = (1, 4, 16, 64)
 
 
-def predict(work: Workload, consts: Constants, *, concurrency: int, length: int, prompt: int,
-            budget: int) -> SpeedPrediction:  # fmt: skip
-    """Decode at 1, 4, 16, 64 streams and at ``concurrency``; a prompt's prefill alone and behind ``concurrency``."""
-    levels = sorted({*LEVELS, concurrency})
+def predict(work: Workload, consts: Constants, *, concurrency: int, length: int, prompt: int, budget: int,
+            most_streams: float | None = None) -> SpeedPrediction:  # fmt: skip
+    """Decode at ``concurrency`` and at 1, 4, 16, 64 streams where the KV cache holds them at ``length`` tokens a
+    stream (``most_streams``); a prompt's prefill alone and behind ``concurrency``, the prompt within ``length``."""
+    notes = []
+    beyond = [c for c in LEVELS if most_streams is not None and c > most_streams and c != concurrency]
+    if beyond:
+        notes.append(f"{', '.join(map(str, beyond))} streams: more than the {most_streams:,.1f} sequences of "
+                     f"{length:,} tokens the KV cache holds, so not predicted (a shorter --context holds "
+                     "more)")  # fmt: skip
+    if prompt > length:
+        notes.append(f"a prompt of {prompt:,} tokens is past the context of {length:,}: predicted at {length:,} "
+                     "(the engine refuses a longer one)")  # fmt: skip
+        prompt = length
+    levels = sorted({*(c for c in LEVELS if c not in beyond), concurrency})
     points = [decode_point(work, consts, c, length) for c in levels]
     alone = prefill_s(work, consts, prompt, budget)
     last = prefill_s(work, consts, prompt, budget, prompts=concurrency)
-    return SpeedPrediction(consts, length, points, prompt, alone * 1e3, concurrency, last * 1e3)
+    return SpeedPrediction(consts, length, points, prompt, alone * 1e3, concurrency, last * 1e3, notes)
 
 
 def ceil_div(a: int, b: int) -> int:

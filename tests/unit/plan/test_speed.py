@@ -197,8 +197,41 @@ def test_the_plan_states_its_constants() -> None:
     req = replace(_req(), gpu_bytes=card.memory_bytes, bandwidth_gbs=card.bandwidth_gbs, tflops=card.tflops,
                   concurrency=6)  # fmt: skip
     plan = make_plan(resolve_model("llama-3.1-8b"), req)
-    assert plan.speed is not None and [p.concurrency for p in plan.speed.points] == [1, 4, 6, 16, 64]
+    # 64 streams of 8K are more than the card holds (63.3 at the most utilisation): not predicted, and said
+    assert plan.speed is not None and [p.concurrency for p in plan.speed.points] == [1, 4, 6, 16]
     assert plan.speed.constants.source == "defaults from the GPU table" and plan.speed.ttft_last_ms > 0
+    assert any(note.startswith("64 streams: more than the 63.3 sequences") for note in plan.speed.notes)
+
+
+def test_no_speed_is_predicted_for_what_cannot_run() -> None:
+    """A plan that does not fit has no speed; a prompt past the context is predicted at the context, and said."""
+    from servelab.plan import gpu, make_plan
+
+    card = gpu("h100-80gb")
+    base = replace(_req(), gpu_bytes=card.memory_bytes, bandwidth_gbs=card.bandwidth_gbs, tflops=card.tflops)
+    assert make_plan(resolve_model("llama-3.1-70b"), base).speed is None  # 131 GiB of weights on 80
+    long = make_plan(resolve_model("llama-3.1-8b"), replace(base, prompt_tokens=100_000))
+    at_context = make_plan(resolve_model("llama-3.1-8b"), replace(base, prompt_tokens=base.context))
+    assert long.speed is not None and at_context.speed is not None
+    assert long.speed.prompt_tokens == base.context and long.speed.prefill_ms == at_context.speed.prefill_ms
+    assert any("past the context" in note for note in long.speed.notes)
+
+
+def test_a_prefill_prices_a_bounded_number_of_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """100M tokens in steps of 16 once spun for minutes: the steps are priced in groups, and the total stays the
+    sum of its steps (exact where the steps are equal)."""
+    from servelab.plan import speed
+
+    work, _ = _synthetic(Constants(3350.0, 989.4, 0.7, 0.4, 1.5e-3))
+    consts = Constants(3350.0, 989.4, 0.7, 0.4, 1.5e-3)
+    calls = []
+    real = Constants.step_s
+    monkeypatch.setattr(Constants, "step_s", lambda self, *a: calls.append(1) or real(self, *a))
+    long = speed.prefill_s(work, consts, 100_000_000, 16)
+    assert len(calls) <= speed.MAX_STEPS + 2 and long > 0
+    calls.clear()
+    short = speed.prefill_s(work, consts, 4096, 512)  # 8 steps: each priced
+    assert len(calls) == 8 and short > 0
 
 
 def test_hold_out_leaves_the_named_concurrencies_out_of_the_fit() -> None:
