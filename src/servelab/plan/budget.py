@@ -29,7 +29,7 @@ from servelab.plan.engines import (
 from servelab.plan.llamacpp_terms import Buffers
 from servelab.plan.notes import plan_notes
 from servelab.plan.overhead import Overhead, vllm_overhead
-from servelab.plan.quant import GIB, WeightEstimate, estimate_weights, kv_dtype_bytes, scheme_for
+from servelab.plan.quant import GIB, WeightEstimate, check_quantization, estimate_weights, kv_dtype_bytes, scheme_for
 from servelab.plan.resolve import Resolved
 from servelab.plan.spec import RECURRENT
 from servelab.plan.speed import Constants, SpeedPrediction, predict, workload
@@ -265,6 +265,7 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     resolved, draft_note = fold_draft(resolved, req.engine, req.engine_args)
     spec = resolved.spec
+    check_quantization(spec.quantization, req.engine_args.quantization if req.engine_args else None)
     req, defaults = with_defaults(req, spec.max_position)
     too_long = bool(spec.max_position) and req.context > spec.max_position
     if too_long and req.engine.startswith("vllm") and not req.allow_long_context:

@@ -132,3 +132,17 @@ def estimate_weights(
     if scheme.kept:
         method += f"; kept 16-bit by the checkpoint: {kept}"
     return WeightEstimate(int(total), method)
+
+
+def check_quantization(declared: QuantScheme | None, method: str | None) -> None:
+    """vLLM's ``--quantization M``: a format the plan knows (fp8: vLLM quantizes online) is planned so; any other
+    method needs a checkpoint quantized that way, so one that declares no quantization is refused rather than
+    planned at 16 bits as if the flag were not there."""
+    method = (method or "").lower()
+    if not method or method in QUANTS or declared is not None:
+        return
+    raise UsageError(
+        f"--quantization {method}: this checkpoint declares no quantization_config, so vLLM has no {method} weights "
+        "to load, and servelab does not model it quantizing them online",
+        hint="plan a checkpoint quantized that way (its config.json says so), or --quantization fp8 (online)",
+    )

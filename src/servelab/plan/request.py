@@ -85,20 +85,26 @@ def _defaulted(req: PlanRequest, args: EngineArgs, *, suggest: bool, from_log: b
 SIDE_FLAGS = {"--context": "--max-model-len", "--gpu-memory-utilization": "--gpu-memory-utilization",
               "--max-num-batched-tokens": "--max-num-batched-tokens", "--enforce-eager": "--enforce-eager",
               "--block-size": "--block-size", "--tp": "--tensor-parallel-size", "--kv-dtype": "--kv-cache-dtype",
-              "--kv-pool": "--kv-cache-memory-bytes"}  # fmt: skip
+              "--kv-pool": "--kv-cache-memory-bytes", "--quant": "--quantization"}  # fmt: skip
+NEVER_SUGGESTED = ("--quant",)  # --suggest writes its concurrency and utilisation, never a quantization
 
 
 def check_side_options(given: list[str], suggest: bool) -> None:
     """Beside --engine-args, a servelab option that sets an engine flag would plan a command the flags are not:
     refused, naming the flag to add, unless --suggest asks the plan to write its own values in."""
-    if suggest or not given:
+    given = [option for option in given if option in NEVER_SUGGESTED] if suggest else given
+    if not given:
         return
     option = given[0]
     raise UsageError(
         f"{option} is not one of the --engine-args flags: the plan is of your flags exactly, and vLLM would not "
         f"see {option}",
-        hint=f"put {SIDE_FLAGS.get(option, option)} in --engine-args, or add --suggest to have the plan write "
-        "its own values into the command",
+        hint=f"put {SIDE_FLAGS.get(option, option)} in --engine-args"
+        + (
+            ""
+            if option in NEVER_SUGGESTED
+            else ", or add --suggest to have the plan write its own values into the command"
+        ),
     )
 
 

@@ -157,3 +157,20 @@ def test_a_runtime_value_vllm_would_refuse_is_refused(text: str) -> None:
     """Each of these once planned as something else or raised a traceback: vLLM refuses them, so does the plan."""
     with pytest.raises(UsageError):
         parse_engine_args(text)
+
+
+def test_quantization_the_command_would_not_load_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """--quant beside --engine-args once planned FP8 weights for a command that loads bf16 (even with --suggest,
+    which writes no quantization); --quantization awq on a checkpoint that declares none was planned at 16 bits."""
+    for extra in ([], ["--suggest"]):
+        code = main(["plan", "llama-3.1-70b", "--gpu", "h100-80gb", "--engine-args", "--max-model-len 8k",
+                     "--quant", "fp8", *extra])  # fmt: skip
+        err = capsys.readouterr().err
+        assert code == 2 and "--quant is not one of the --engine-args flags" in err and "--quantization" in err
+    req = with_engine_args(PlanRequest(gpu_name="x", gpu_bytes=80 * 2**30, bandwidth_gbs=None, context=8192,
+                                       concurrency=1, quant=None, kv_dtype="auto"),
+                           parse_engine_args("--quantization awq --max-model-len 8192"))  # fmt: skip
+    with pytest.raises(UsageError, match="declares no quantization_config"):
+        make_plan(resolve_model("llama-3.1-8b"), req)
+    online = with_engine_args(req, parse_engine_args("--quantization fp8 --max-model-len 8192"))
+    assert make_plan(resolve_model("llama-3.1-8b"), online).weights.bytes < 9 * 2**30  # vLLM's online FP8
