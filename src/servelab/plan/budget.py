@@ -26,6 +26,7 @@ from servelab.plan.engines import (
     sglang_capacity,
     vllm_capacity,
 )
+from servelab.plan.llamacpp_args import check_offload
 from servelab.plan.llamacpp_terms import Buffers
 from servelab.plan.notes import plan_notes
 from servelab.plan.overhead import Overhead, vllm_overhead
@@ -176,9 +177,9 @@ def _capacity(resolved: Resolved, req: PlanRequest, pool: int) -> Capacity:
     if req.engine in ("vllm", "vllm-cpu"):
         return vllm_capacity(spec, _vllm_opts(req, resolved), pool, req.engine)
     if req.engine == "sglang":
-        return sglang_capacity(spec, req.context, kvb, pool)
+        return sglang_capacity(spec, req.context, kvb, pool, tp=req.tp)
     if req.engine == "llamacpp":
-        return llamacpp_capacity(spec, req.context * req.concurrency, req.concurrency, kvb, pool)
+        return llamacpp_capacity(spec, req.context * req.concurrency, req.concurrency, kvb, pool, **_llama(req))
     check_engine(req.engine)
     raise AssertionError(f"no capacity rule for {req.engine!r}")
 
@@ -258,14 +259,26 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
         return Overhead(0, 0, 0, "a fixed KV space (VLLM_CPU_KVCACHE_SPACE)")
     if req.engine == "sglang":
         return Overhead(0, 0, 0, "SGLang keeps activations outside mem_fraction_static")
-    compute = llamacpp_compute_bytes(resolved.spec, req.context * req.concurrency, req.concurrency)
-    return Overhead(compute, 0, 0, "llama.cpp's compute buffer (flash attention, -ub 512)")
+    ubatch = _llama(req).get("ubatch", LLAMACPP_UBATCH)
+    compute = llamacpp_compute_bytes(resolved.spec, req.context * req.concurrency, req.concurrency, ubatch)
+    return Overhead(compute, 0, 0, f"llama.cpp's compute buffer (flash attention, -ub {ubatch})")
+
+
+def _llama(req: PlanRequest) -> dict[str, Any]:
+    """llama-server's flags that shape its cache and compute buffers, as llamacpp_capacity takes them."""
+    args = req.engine_args
+    if args is None:
+        return {}
+    given = {"swa_full": args.swa_full, "unified": args.kv_unified, "ubatch": args.ubatch}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     resolved, draft_note = fold_draft(resolved, req.engine, req.engine_args)
     spec = resolved.spec
     check_quantization(spec.quantization, req.engine_args.quantization if req.engine_args else None)
+    if req.engine == "llamacpp":
+        check_offload(req.engine_args, len(spec.layers))
     req, defaults = with_defaults(req, spec.max_position)
     too_long = bool(spec.max_position) and req.context > spec.max_position
     if too_long and req.engine.startswith("vllm") and not req.allow_long_context:

@@ -55,10 +55,19 @@ def command_line(resolved: Resolved, req: PlanRequest, util: float) -> str:
     if req.engine.startswith("vllm"):
         return _vllm(model, req, util)
     if req.engine == "sglang":
+        if req.engine_args is not None and not req.suggest:  # the user's flags as typed
+            given = list(req.engine_args.tokens)
+            head = [] if "--model-path" in given or "--model" in given else ["--model-path", model]
+            return shlex.join(["python", "-m", "sglang.launch_server", *head, *given])
         return (
             f"python -m sglang.launch_server --model-path {model} --context-length {req.context} "
             f"--max-running-requests {req.concurrency} --mem-fraction-static {util:.2f}"
             + (" --kv-cache-dtype fp8_e4m3" if req.kv_dtype.startswith("fp8") else "")
+            + (f" --tp-size {req.tp}" if req.tp > 1 else "")
         )
+    if req.engine_args is not None:  # llama-server: the user's flags as typed
+        given = list(req.engine_args.tokens)
+        head = [] if {"-m", "--model", "-hf", "--hf-repo"} & set(given) else ["-m", "MODEL.gguf"]
+        return shlex.join(["llama-server", *head, *given])
     kv = "" if req.kv_dtype in ("bf16", "fp16", "auto") else f" -ctk {req.kv_dtype} -ctv {req.kv_dtype} -fa on"
     return f"llama-server -m MODEL.gguf -c {req.context * req.concurrency} -np {req.concurrency} -ngl 999{kv}"

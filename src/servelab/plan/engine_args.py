@@ -64,6 +64,11 @@ class EngineArgs:
     use_v2_model_runner: bool | None = None  # VLLM_USE_V2_MODEL_RUNNER before `vllm serve`
     estimate_cudagraphs: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     torch_compile_disable: bool | None = None  # TORCH_COMPILE_DISABLE=1
+    ubatch: int | None = None  # llama-server's -ub
+    gpu_layers: str | None = None  # llama-server's -ngl (a count, auto or all)
+    cache_type_v: str | None = None  # llama-server's -ctv
+    swa_full: bool | None = None  # llama-server's --swa-full
+    kv_unified: bool | None = None  # llama-server's --kv-unified
     model: str | None = None
     tokens: tuple[str, ...] = field(default=(), compare=False)  # the flags as given, for the command line
     flags_given: tuple[str, ...] = field(default=(), compare=False)  # spellings of the settings they set
@@ -141,8 +146,22 @@ LLAMACPP_FLAGS: dict[str, Setting] = {
     "--cache-type-k": ("kv_cache_dtype", str),
     "-md": ("speculative_model", str),
     "--model-draft": ("speculative_model", str),
+    "-ub": ("ubatch", int),
+    "--ubatch-size": ("ubatch", int),
+    "-ngl": ("gpu_layers", str),
+    "--gpu-layers": ("gpu_layers", str),
+    "--n-gpu-layers": ("gpu_layers", str),
+    "-ctv": ("cache_type_v", str),
+    "--cache-type-v": ("cache_type_v", str),
 }
-LLAMACPP_SWITCHES: dict[str, tuple[str, bool]] = {}
+LLAMACPP_SWITCHES: dict[str, tuple[str, bool]] = {
+    "--swa-full": ("swa_full", True),
+    "-kvu": ("kv_unified", True),
+    "--kv-unified": ("kv_unified", True),
+    "--no-kv-unified": ("kv_unified", False),
+}
+# llama-server's own words for "absent": -c 0 (the model's context), -np -1 (automatic slots)
+LLAMACPP_ABSENT = {("-c", "0"), ("--ctx-size", "0"), ("-np", "-1"), ("--parallel", "-1")}
 ENGINES = {
     "vllm": (VLLM_FLAGS, VLLM_SWITCHES),
     "vllm-cpu": (VLLM_FLAGS, VLLM_SWITCHES),
@@ -156,7 +175,7 @@ _DEST_FLAGS = {dest: flag for flag, (dest, _) in VLLM_FLAGS.items() if flag.star
 RANGES: dict[str, tuple[float, float]] = {
     "gpu_memory_utilization": (1e-6, 1.0), "max_model_len": (1, 1 << 34), "max_num_seqs": (1, 1 << 24),
     "max_num_batched_tokens": (1, 1 << 34), "block_size": (1, 1 << 16), "tensor_parallel_size": (1, 1 << 12),
-    "kv_cache_memory_bytes": (0, 1 << 50),
+    "kv_cache_memory_bytes": (0, 1 << 50), "ubatch": (1, 1 << 24),
 }  # fmt: skip
 
 
@@ -223,7 +242,8 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
             raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
             if not raw:
                 raise UsageError(f"--engine-args: {flag} needs a value")
-            _take(values, dest, cast, raw, flag)
+            if engine != "llamacpp" or (flag, raw) not in LLAMACPP_ABSENT:
+                _take(values, dest, cast, raw, flag)
             given += [f for f, (d, _) in flags.items() if d == dest]
             kept += [tokens[i]] if eq else [tokens[i], raw]
             i += 1 if eq else 2

@@ -53,11 +53,13 @@ def vllm_capacity(spec: ModelSpec, opts: VllmOptions, pool_bytes: int, engine: s
     )
 
 
-def sglang_capacity(spec: ModelSpec, context: int, kv_bytes: float, pool_bytes: int, model_bytes: int = 2) -> Capacity:
-    """SGLang's token pool: page size 1; sliding layers kept whole unless its SWA pool is enabled;
-    recurrent state in a separate pool of fixed-size slots."""
-    per_token = sum(layer.kv_bytes_per_token(kv_bytes) for layer in spec.layers)
-    state = spec.state_bytes_per_sequence(model_bytes)
+def sglang_capacity(spec: ModelSpec, context: int, kv_bytes: float, pool_bytes: int, model_bytes: int = 2,
+                    tp: int = 1) -> Capacity:  # fmt: skip
+    """SGLang's token pool, one GPU's share of it under tensor parallelism (its KV heads split over the ranks, as
+    vLLM's): page size 1; sliding layers kept whole unless its SWA pool is enabled; recurrent state in a
+    separate pool of fixed-size slots."""
+    per_token = sum(layer.kv_bytes_per_token(kv_bytes, tp) for layer in spec.layers)
+    state = spec.state_bytes_per_sequence(model_bytes, tp=tp)
     per_seq = int(per_token * context + state)
     tokens = int(pool_bytes // per_token) if per_token else 0
     return Capacity(

@@ -9,6 +9,7 @@ from servelab.core.errors import UsageError
 from servelab.plan.budget import PlanRequest
 from servelab.plan.calibrate import Reported
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
+from servelab.plan.llamacpp_args import llamacpp_request
 from servelab.plan.quant import KV_DTYPES, QUANTS
 
 VLLM_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
@@ -49,6 +50,8 @@ def with_engine_args(
     """The request as the engine's flags set it, every flag they leave out at vLLM's default for the card
     (plan/defaults.py), as the engine they start would run; ``suggest``: the plan's own concurrency and
     utilisation instead, written into the command."""
+    if req.engine == "llamacpp":
+        return llamacpp_request(req, args)
     changes: dict[str, Any] = {"engine_args": args, "suggest": suggest and not from_log}
     for source, target in SIMPLE.items():
         value = getattr(args, source)

@@ -28,9 +28,6 @@ from servelab.plan import (
     with_engine_args,
 )
 
-LLAMACPP_AUTO_SLOTS = 4  # llama-server's -np -1 (auto)
-LLAMACPP_KV = {"f16": "auto", "bf16": "bf16", "f32": "auto", "q8_0": "q8_0", "q4_0": "q4_0"}
-
 
 @dataclass(frozen=True, slots=True)
 class Where:
@@ -83,19 +80,11 @@ def _base(engine: str, resolved: Resolved, where: Where) -> PlanRequest:
 
 def _request(engine: str, resolved: Resolved, args: tuple[str, ...], env: dict[str, str], where: Where) -> PlanRequest:
     req = _base(engine, resolved, where)
-    if engine == "llamacpp":
-        return _llamacpp(req, resolved, args)
+    if engine == "llamacpp":  # plan's own reading of llama-server's flags (plan/llamacpp_args.py)
+        return with_engine_args(req, parse_engine_args(shlex.join(args), "llamacpp"))
     if req.engine == "vllm-cpu" and "VLLM_CPU_KVCACHE_SPACE" in env:
         req = replace(req, kv_pool_bytes=int(env["VLLM_CPU_KVCACHE_SPACE"]) * GIB)
     # the environment that changes vLLM's model runner or its CUDA-graph deduction, as if set before `vllm serve`
     runner_env = [f"{k}={v}" for k, v in env.items() if k in RUNNER_ENV] if engine == "vllm" else []
     parsed = parse_engine_args(shlex.join([*runner_env, *args]), "sglang" if engine == "sglang" else "vllm")
     return with_engine_args(req, parsed, from_log=True, log_context=req.context)
-
-
-def _llamacpp(req: PlanRequest, resolved: Resolved, args: tuple[str, ...]) -> PlanRequest:
-    parsed = parse_engine_args(shlex.join(args), "llamacpp")
-    slots = parsed.max_num_seqs if parsed.max_num_seqs and parsed.max_num_seqs > 0 else LLAMACPP_AUTO_SLOTS
-    per_slot = parsed.max_model_len // slots if parsed.max_model_len else resolved.spec.max_position or 0
-    kv = LLAMACPP_KV.get((parsed.kv_cache_dtype or "f16").lower(), (parsed.kv_cache_dtype or "auto").lower())
-    return replace(req, context=per_slot, concurrency=slots, kv_dtype=kv)
