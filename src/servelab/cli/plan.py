@@ -21,6 +21,7 @@ from servelab.plan import (
     Plan,
     PlanRequest,
     check_engine,
+    check_same_model,
     check_side_options,
     compare_with,
     engine_request,
@@ -155,6 +156,7 @@ def plan(
         check_side_options([name for name, value in side.items() if value is not None], suggest)
     request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
+    check_same_model(model, resolved, request.engine_args)
     fitted = None
     if hold_out is not None and not fit:
         raise UsageError(

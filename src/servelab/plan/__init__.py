@@ -9,7 +9,7 @@ from servelab.plan.gpus import GPUS, gpu, parse_alongside, parse_size, parse_tok
 from servelab.plan.listing import gpus, presets
 from servelab.plan.measured import fit_from_runs
 from servelab.plan.quant import GIB, QUANTS
-from servelab.plan.request import check_side_options, engine_request, with_engine_args
+from servelab.plan.request import check_same_model, check_side_options, engine_request, with_engine_args
 from servelab.plan.resolve import Resolved, preset_names, resolve_model
 from servelab.plan.spec import CacheLayer, ModelSpec, UnknownArchitecture
 from servelab.plan.speed import SpeedPrediction
@@ -33,6 +33,7 @@ __all__ = [
     "UnknownArchitecture",
     "VllmOptions",
     "check_engine",
+    "check_same_model",
     "check_side_options",
     "compare_with",
     "engine_request",

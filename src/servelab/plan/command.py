@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from servelab.plan.defaults import completed_batch, vllm_batch_defaults
+from servelab.plan.defaults import batch_modes, completed_batch, vllm_batch_defaults
 
 if TYPE_CHECKING:
     from servelab.plan.budget import PlanRequest
@@ -17,7 +17,7 @@ def _unlike_defaults(req: PlanRequest) -> list[tuple[str, str | None]]:
     eager mode, a block size other than its own."""
     out: list[tuple[str, str | None]] = []
     base = vllm_batch_defaults(req.engine, req.visible_bytes, req.gpu_name, req.tp)
-    if req.max_num_batched_tokens != completed_batch(base, req.context, req.seqs_limit, None)[1]:
+    if req.max_num_batched_tokens != completed_batch(base, req.context, req.seqs_limit, None, **batch_modes(req))[1]:
         out.append(("--max-num-batched-tokens", str(req.max_num_batched_tokens)))
     if req.enforce_eager:
         out.append(("--enforce-eager", None))

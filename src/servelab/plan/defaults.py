@@ -49,13 +49,29 @@ def vllm_batch_defaults(engine: str, visible_bytes: int, gpu_name: str, tp: int 
 
 
 def completed_batch(
-    defaults: BatchDefaults, max_model_len: int, seqs: int | None, tokens: int | None
-) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) as vLLM completes them: a given value is kept; a default token
+    defaults: BatchDefaults, max_model_len: int, seqs: int | None, tokens: int | None, *,
+    throughput: bool = False, chunked_prefill: bool = True,
+) -> tuple[int, int]:  # fmt: skip
+    """(max_num_seqs, max_num_batched_tokens) as vLLM 0.25.1 completes them (``_set_default_max_num_seqs_and_
+    batched_tokens_args``): a given value is kept; ``--performance-mode throughput`` doubles each default; with
+    chunked prefill off a default token budget is at least the context (a prompt in one step); then a default token
     budget is capped at ``seqs x max_model_len``, a default sequence count at the token budget."""
-    seqs_before = seqs or defaults.max_num_seqs
-    budget = tokens or min(seqs_before * max(1, max_model_len), defaults.max_num_batched_tokens)
-    return (seqs or min(defaults.max_num_seqs, budget)), budget
+    scale = 2 if throughput else 1
+    seqs_before = seqs or defaults.max_num_seqs * scale
+    default_tokens = defaults.max_num_batched_tokens * scale
+    if not chunked_prefill:
+        default_tokens = max(max_model_len, default_tokens)
+    budget = tokens or min(seqs_before * max(1, max_model_len), default_tokens)
+    return (seqs or min(seqs_before, budget)), budget
+
+
+def batch_modes(req: PlanRequest) -> dict[str, bool]:
+    """The flags of ``req`` that change vLLM's batch defaults, as :func:`completed_batch` takes them."""
+    args = req.engine_args
+    if args is None:
+        return {}
+    return {"throughput": args.performance_mode == "throughput", "chunked_prefill": args.enable_chunked_prefill
+            is not False}  # fmt: skip
 
 
 FALLBACK_CONTEXT = 32768  # a model that states no maximum: vLLM would need --max-model-len
@@ -75,7 +91,7 @@ def with_defaults(req: PlanRequest, max_position: int) -> tuple[PlanRequest, dic
         base = vllm_batch_defaults(req.engine, req.visible_bytes, req.gpu_name, req.tp)
         seqs_given = None if "max_num_seqs" in req.defaulted else req.seqs_limit
         tokens_given = None if "max_num_batched_tokens" in req.defaulted else req.max_num_batched_tokens
-        seqs, tokens = completed_batch(base, context, seqs_given, tokens_given)
+        seqs, tokens = completed_batch(base, context, seqs_given, tokens_given, **batch_modes(req))
         if seqs_given is None:
             changes["max_num_seqs"] = said["max_num_seqs"] = seqs
         if tokens_given is None:

@@ -8,6 +8,7 @@ have their own spellings of the same settings.
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import math
 import re
@@ -20,6 +21,7 @@ from servelab.core.errors import UsageError
 from servelab.plan.flag_text import human_int, json_object
 from servelab.plan.vllm_runtime import (
     DERIVED,
+    VLLM_RUNTIME,
     RuntimeReader,
     log_runtime_tokens,
     runtime_from_log,
@@ -45,6 +47,7 @@ class EngineArgs:
     kv_cache_memory_bytes: int | None = None
     quantization: str | None = None
     enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
     disable_hybrid_kv_cache_manager: bool | None = None
     hf_overrides: str | None = None  # vLLM's --hf-overrides, as canonical JSON (a JSON object)
     speculative_method: str | None = None  # vLLM's --speculative-config: its method
@@ -95,6 +98,7 @@ Setting = tuple[str, Callable[[str], Any]]
 _SWITCH = "__switch__"
 
 VLLM_FLAGS: dict[str, Setting] = {
+    "--model": ("model", str),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
     "--max-model-len": ("max_model_len", human_int),
     "--max-num-seqs": ("max_num_seqs", int),
@@ -119,10 +123,14 @@ VLLM_SWITCHES: dict[str, tuple[str, bool]] = {
     "--no-enforce-eager": ("enforce_eager", False),
     "--enable-prefix-caching": ("enable_prefix_caching", True),
     "--no-enable-prefix-caching": ("enable_prefix_caching", False),
+    "--enable-chunked-prefill": ("enable_chunked_prefill", True),
+    "--no-enable-chunked-prefill": ("enable_chunked_prefill", False),
     "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
     "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
 }
 SGLANG_FLAGS: dict[str, Setting] = {
+    "--model-path": ("model", str),
+    "--model": ("model", str),
     "--mem-fraction-static": ("gpu_memory_utilization", float),
     "--context-length": ("max_model_len", int),
     "--max-running-requests": ("max_num_seqs", int),
@@ -201,6 +209,48 @@ def _take(values: dict[str, Any], dest: str, cast: Callable[[str], Any], raw: st
         raise UsageError(f"--engine-args: {flag}: {why}")
 
 
+# vLLM flags that change what a GPU holds in ways the plan does not model, refused unless at their default
+VLLM_UNMODELLED = {
+    "--pipeline-parallel-size": ("1", "pipeline parallelism (the layers split over GPUs)"),
+    "-pp": ("1", "pipeline parallelism (the layers split over GPUs)"),
+    "--cpu-offload-gb": ("0", "weights offloaded to the host"),
+    "--kv-offloading-size": ("0", "the KV cache offloaded to the host"),
+}
+
+
+def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[str, Any]) -> None:
+    """A vLLM flag the plan does not read: refused where it changes the GPU's share unmodelled, or where it is a
+    misspelling of one the plan reads (vLLM would refuse to start: the plan would be of another command)."""
+    if flag in VLLM_UNMODELLED:
+        default, what = VLLM_UNMODELLED[flag]
+        if value.strip() not in (default, f"{default}.0"):
+            raise UsageError(
+                f"--engine-args: {flag} {value}: {what} is not modelled",
+                hint=f"plan without {flag}, or with tensor parallelism (--tensor-parallel-size)",
+            )
+        return
+    if not flag.startswith("--"):
+        return
+    read = [f for f in (*flags, *switches, *VLLM_RUNTIME) if f.startswith("--")]
+    close = difflib.get_close_matches(flag, read, n=1, cutoff=0.85)
+    if close and close[0] != flag:
+        raise UsageError(f"--engine-args: {flag} is not a vLLM flag: did you mean {close[0]}? (vLLM would refuse "
+                         "to start)")  # fmt: skip
+
+
+_LAUNCHERS = (["vllm", "serve"], ["python", "-m", "vllm.entrypoints.openai.api_server"],
+              ["python3", "-m", "vllm.entrypoints.openai.api_server"], ["python", "-m", "sglang.launch_server"],
+              ["python3", "-m", "sglang.launch_server"], ["llama-server"])  # fmt: skip
+
+
+def _past_launcher(tokens: list[str]) -> list[str]:
+    """The flags past the engine's own launcher words (``vllm serve``, ``python -m ...``, ``llama-server``)."""
+    for words in _LAUNCHERS:
+        if tokens[: len(words)] == words:
+            return tokens[len(words) :]
+    return tokens
+
+
 def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
     """Read a quoted flag string (``"vllm serve M --max-model-len 32k -tp 2 ..."`` or just the flags; environment
     assignments before ``vllm serve`` are read too)."""
@@ -212,8 +262,7 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
     is_vllm = flags is VLLM_FLAGS
     runtime = RuntimeReader()
     tokens = runtime.read_env(tokens)
-    if tokens[:2] == ["vllm", "serve"]:
-        tokens = tokens[2:]
+    tokens = _past_launcher(tokens)
     values: dict[str, Any] = {}
     given: list[str] = []
     kept: list[str] = []
@@ -248,6 +297,8 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
             kept += [tokens[i]] if eq else [tokens[i], raw]
             i += 1 if eq else 2
             continue
+        if is_vllm:
+            _check_unread(flag, inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else ""), switches, flags)
         kept.append(tokens[i])  # a flag servelab does not read: kept for the command line
         i += 1
     if is_vllm:
@@ -290,7 +341,7 @@ def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
     args = EngineArgs(**values)
     tokens: list[str] = [args.model] if args.model else []
     for dest, value in args.given().items():
-        flag = _DEST_FLAGS.get(dest)
+        flag = _DEST_FLAGS.get(dest) if dest != "model" else None  # the model leads, as a positional
         if dest == "speculative_method":
             if "speculative" in runtime.configs:
                 tokens += ["--speculative-config", json.dumps(runtime.configs["speculative"])]

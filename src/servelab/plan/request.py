@@ -11,6 +11,7 @@ from servelab.plan.calibrate import Reported
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
 from servelab.plan.llamacpp_args import llamacpp_request
 from servelab.plan.quant import KV_DTYPES, QUANTS
+from servelab.plan.resolve import Resolved
 
 VLLM_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
                   "fp8_e5m2": "fp8_e5m2", "fp8_inc": "fp8"}  # fmt: skip
@@ -124,3 +125,21 @@ def engine_request(
     if reported is not None and reported.engine_args is not None:
         return with_engine_args(req, reported.engine_args, from_log=True, log_context=reported.max_model_len)
     return req
+
+
+def check_same_model(named: str, resolved: Resolved, args: EngineArgs | None) -> None:
+    """The flags' own model (``vllm serve M``, ``--model M``) must be the one planned: a command serving another
+    model is refused, never planned as this one. Names match as typed, as the plan serves it, or by their last
+    path part (a local folder of the hub id)."""
+    served = args.model if args else None
+    if not served:
+        return
+    names = {named, resolved.serve_as, str(resolved.spec.name)}
+    if served in names or _last(served) in {_last(n) for n in names}:
+        return
+    raise UsageError(f"--engine-args serve {served!r}, but the plan is of {named!r}: name one model",
+                     hint=f"servelab plan {served} --engine-args ...")  # fmt: skip
+
+
+def _last(name: str) -> str:
+    return name.rstrip("/").rsplit("/", 1)[-1].lower()

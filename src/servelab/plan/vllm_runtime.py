@@ -77,6 +77,7 @@ VLLM_RUNTIME: dict[str, tuple[str, str]] = {
     **V2_BLOCKING_FLAGS,
 }
 COMPILATION_MODES = {"none": 0, "stock_torch_compile": 1, "dynamo_trace_once": 2, "vllm_compile": 3}
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")  # config/vllm.py
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # config/compilation.py
 
 
@@ -131,6 +132,9 @@ def _runtime(values: dict[str, Any], configs: dict[str, dict[str, Any]], extra: 
     for dest in ("max_cudagraph_capture_size", "cudagraph_capture_sizes", "enable_lora", "performance_mode"):
         if dest in extra:
             values[dest] = extra[dest]
+    if values.get("performance_mode") not in (None, *PERFORMANCE_MODES):
+        raise UsageError(f"--performance-mode {values['performance_mode']!r} is not one of vLLM's",
+                         hint=", ".join(PERFORMANCE_MODES))  # fmt: skip
     if "optimization_level" in extra:
         level = str(extra["optimization_level"])
         if level not in _OPT_LEVELS:

@@ -174,3 +174,44 @@ def test_quantization_the_command_would_not_load_is_refused(capsys: pytest.Captu
         make_plan(resolve_model("llama-3.1-8b"), req)
     online = with_engine_args(req, parse_engine_args("--quantization fp8 --max-model-len 8192"))
     assert make_plan(resolve_model("llama-3.1-8b"), online).weights.bytes < 9 * 2**30  # vLLM's online FP8
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("--max-model-length 4096", "did you mean --max-model-len"),
+        ("--gpu-memory-utilisation 0.5", "did you mean --gpu-memory-utilization"),
+        ("-pp 2", "pipeline parallelism"),
+        ("--pipeline-parallel-size=4", "pipeline parallelism"),
+        ("--cpu-offload-gb 40", "offloaded to the host"),
+        ("--performance-mode fast", "not one of vLLM's"),
+    ],
+)
+def test_a_flag_vllm_would_refuse_or_the_plan_cannot_model_is_refused(text: str, said: str) -> None:
+    """Each was planned as vLLM's defaults, silently: a typo vLLM refuses, or a split the plan does not model."""
+    with pytest.raises(UsageError, match=said):
+        parse_engine_args(text)
+
+
+def test_flags_that_move_vllms_batch_defaults_are_followed() -> None:
+    """vLLM 0.25.1 (engine/arg_utils.py): throughput mode doubles both defaults; with chunked prefill off a default
+    token budget is at least the context. Flags the plan does not read but that change nothing it models pass."""
+    from servelab.plan.defaults import LARGE, completed_batch, vllm_batch_defaults
+
+    base = vllm_batch_defaults("vllm", 80 * 2**30, "h100-80gb")
+    assert completed_batch(base, 131072, None, None) == LARGE
+    assert completed_batch(base, 131072, None, None, throughput=True) == (2 * LARGE[0], 2 * LARGE[1])
+    assert completed_batch(base, 131072, None, None, chunked_prefill=False) == (LARGE[0], 131072)
+    assert completed_batch(base, 131072, 64, 4096, throughput=True, chunked_prefill=False) == (64, 4096)
+    assert parse_engine_args("--no-enable-chunked-prefill").enable_chunked_prefill is False
+    assert parse_engine_args("--pipeline-parallel-size 1 --served-model-name x --max-loras 2").model is None
+
+
+def test_a_command_serving_another_model_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    other = "vllm serve Qwen/Qwen3-32B --max-model-len 8k"
+    code = main(["plan", "llama-3.1-8b", "--gpu", "h100", "--engine-args", other])
+    assert code == 2 and "serve 'Qwen/Qwen3-32B', but the plan is of 'llama-3.1-8b'" in capsys.readouterr().err
+    launcher = ("python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-8B-Instruct "
+                "--max-model-len 8k")  # fmt: skip
+    assert main(["plan", "llama-3.1-8b", "--gpu", "h100", "--engine-args", launcher]) == 0
+    assert "vllm serve --model meta-llama/Llama-3.1-8B-Instruct" in capsys.readouterr().out
