@@ -132,9 +132,11 @@ def read_table(path: Path) -> dict[str, Any]:
     a :class:`UsageError` naming it (every reader of a spec or config file starts here, then :func:`validate`)."""
     kind = "JSON" if path.suffix == ".json" else "TOML"
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not a text file ({kind} is UTF-8 text)") from None
     try:
         data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:

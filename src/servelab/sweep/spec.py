@@ -14,6 +14,7 @@ one refused with the nearest (``core.known_keys``). A grid axis's values are a l
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field
 
@@ -31,10 +32,10 @@ class SweepSpec(StrictModel):
     grid: dict[str, list[Value]] = Field(default_factory=dict)
     points: list[str] = Field(default_factory=list)
     scenarios: list[str] | None = None
-    concurrency: list[int] | None = None
-    sessions: list[int] | None = None  # a session scenario's levels (concurrent sessions)
-    requests: int | None = None
-    max_tokens: int | None = None
+    concurrency: list[Annotated[int, Field(ge=1, le=1 << 20)]] | None = None
+    sessions: list[Annotated[int, Field(ge=1, le=1 << 20)]] | None = None  # a session scenario's levels
+    requests: int | None = Field(default=None, ge=1, le=1 << 24)
+    max_tokens: int | None = Field(default=None, ge=1, le=1 << 24)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     evals: list[str] = Field(default_factory=list)  # eval suites asked at each point
     slo: str | None = None
@@ -42,7 +43,7 @@ class SweepSpec(StrictModel):
     gpu: str | None = None
     alongside: list[str] = Field(default_factory=list)
     try_all: bool | None = None
-    start_timeout: float | None = None
+    start_timeout: float | None = Field(default=None, gt=0, le=86400)  # seconds; the CLI's own range
 
     def to_grid(self) -> Grid:
         axes = tuple(_axis(name, values) for name, values in self.grid.items())

@@ -101,3 +101,27 @@ def test_a_misspelled_spec_key_is_refused_with_the_nearest(tmp_path: Path) -> No
     path.write_text('engine = "vllm"\nconcurency = [1, 4]\n')
     with pytest.raises(UsageError, match="unknown key 'concurency'; did you mean 'concurrency'"):
         read_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('engine = "vllm"\nconcurrency = [0]\n', "concurrency"),
+        ('engine = "vllm"\nrequests = -5\n', "requests"),
+        ('engine = "vllm"\nstart_timeout = -1\n', "start_timeout"),
+        ('engine = "vllm"\nsessions = [2, 0]\n', "sessions"),
+    ],
+)
+def test_a_spec_file_keeps_the_command_lines_ranges(tmp_path: Path, text: str, said: str) -> None:
+    """A spec once let concurrency 0 and a negative start timeout through (every point then 'failed to start')."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=said):
+        read_spec(path)
+
+
+def test_a_spec_file_that_is_not_text_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.toml"
+    path.write_bytes(b"\xd1\xff\x00garbage")
+    with pytest.raises(UsageError, match="not a text file"):
+        read_spec(path)
