@@ -17,11 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.errors import UsageError
+from servelab.plan.engine_args import ENGINES
+from servelab.plan.vllm_runtime import vllm_flag
 
 LEAVE_OUT = "-"  # a value that leaves its flag out: the engine's default
 SWITCH_ON = "on"
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLOSE = {"{": "}", "[": "]", "(": ")"}
+# every spelling of a setting the engines' flag readers know, by the setting (-tp and --tensor-parallel-size, ...)
+SETTING_OF = {flag: dest for flags, _ in ENGINES.values() for flag, (dest, _) in flags.items()}
+SWITCH_OF = {flag: (dest, str(on)) for _, switches in ENGINES.values() for flag, (dest, on) in switches.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +68,59 @@ class Grid:
 
     def expand(self) -> list[Point]:
         """Every given point (or the engine's defaults, when none is given) crossed with every axis, in order; the
-        same configuration twice is kept once."""
+        same configuration twice is kept once, however it is spelled (``--max_num_seqs 8``, ``--max-num-seqs=8``,
+        ``-tp`` for ``--tensor-parallel-size``, ``08``): each engine start is a configuration of its own. A point
+        that gives one setting twice is refused (the engine would take one of them, the store say both)."""
         bases = self.points or (Point(),)
-        out: dict[str, Point] = {}
+        out: dict[tuple[object, ...], Point] = {}
         for base in bases:
             for values in itertools.product(*(a.values for a in self.axes)):
                 point = _combine(base, self.axes, values)
-                out.setdefault(point.key, point)
+                out.setdefault(settings(point), point)
         return list(out.values())
+
+
+def settings(point: Point) -> tuple[object, ...]:
+    """The configuration a point starts: its settings by what they set, values as numbers where they are ones."""
+    pairs: list[tuple[str, str | None]] = []
+    words, i = list(point.args), 0
+    while i < len(words):
+        flag, eq, inline = words[i].partition("=") if words[i].startswith("-") else ("", "", words[i])
+        if not flag:
+            pairs.append(("", _number(inline)))
+            i += 1
+            continue
+        spelled = vllm_flag(flag)
+        if spelled in SWITCH_OF and not eq:  # --enforce-eager and --no-enforce-eager: one setting, two values
+            pairs.append(SWITCH_OF[spelled])
+            i += 1
+            continue
+        setting = SETTING_OF.get(spelled, spelled)
+        if eq:
+            value, i = inline, i + 1
+        elif i + 1 < len(words) and _is_value(words[i + 1]):
+            value, i = words[i + 1], i + 2
+        else:
+            value, i = None, i + 1
+        pairs.append((setting, None if value is None else _number(value)))
+    named = [name for name, _ in pairs if name]
+    if twice := sorted({name for name in named if named.count(name) > 1}):
+        raise UsageError(f"the point {point.key} gives {', '.join(twice)} twice",
+                         hint="give each setting once (an axis and a --point may not both set it)")  # fmt: skip
+    return tuple(sorted(pairs, key=lambda pair: (pair[0], str(pair[1])))), point.env
+
+
+def _is_value(word: str) -> bool:
+    return not word.startswith("-") or bool(re.fullmatch(r"-\d[\d.]*", word))
+
+
+def _number(value: str) -> str:
+    """``08``, ``8.0`` and ``8`` are one value; anything else as written."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
 
 
 def _combine(base: Point, axes: Sequence[Axis], values: Sequence[str]) -> Point:
@@ -87,8 +137,8 @@ def _combine(base: Point, axes: Sequence[Axis], values: Sequence[str]) -> Point:
 
 
 def split_values(text: str, where: str) -> tuple[str, ...]:
-    """``512,1024`` -> ('512', '1024'); commas inside quotes or brackets stay in their value; an empty value is
-    refused."""
+    """``512,1024`` -> ('512', '1024'); commas inside quotes or brackets stay in their value (a value quoted whole
+    is given without its quotes: ``'3,1','1,1'`` -> ('3,1', '1,1')); an empty value is refused."""
     values: list[str] = []
     current: list[str] = []
     stack: list[str] = []
@@ -110,7 +160,8 @@ def split_values(text: str, where: str) -> tuple[str, ...]:
     if quote or stack:
         raise UsageError(f"{where}: {text!r} has an unclosed {quote or 'bracket'}")
     values.append("".join(current).strip())
-    if any(not v for v in values):
+    values = [v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v for v in values]  # the quotes
+    if any(not v for v in values):  # only protect the commas: the engine gets the value inside them
         raise UsageError(f"{where}: {text!r} has an empty value", hint="values are separated by single commas")
     return tuple(dict.fromkeys(values))
 

@@ -125,3 +125,25 @@ def test_a_spec_file_that_is_not_text_is_refused_by_name(tmp_path: Path) -> None
     path.write_bytes(b"\xd1\xff\x00garbage")
     with pytest.raises(UsageError, match="not a text file"):
         read_spec(path)
+
+
+def test_one_configuration_spelled_two_ways_is_started_once() -> None:
+    """Each point costs an engine start: the same settings however spelled are one point; different values, or a
+    switch and its --no- form, stay two."""
+    same = make_grid(["--max-num-seqs 4,04,4.0"], []).expand()
+    assert [p.args for p in same] == [("--max-num-seqs", "4")]
+    spelled = make_grid([], ["--max-num-seqs=4", "--max_num_seqs 4", "-tp 2", "--tensor-parallel-size 2"]).expand()
+    assert [p.args for p in spelled] == [("--max-num-seqs=4",), ("-tp", "2")]
+    switches = make_grid([], ["--enforce-eager", "--no-enforce-eager", "-np -1", "-np 1"]).expand()
+    assert len(switches) == 4
+
+
+def test_a_point_that_sets_one_thing_twice_is_refused() -> None:
+    with pytest.raises(UsageError, match="gives max_num_seqs twice"):
+        make_grid(["--max-num-seqs 4,8"], ["--max-num-seqs 16"]).expand()
+
+
+def test_quotes_protect_a_values_commas_and_are_not_passed_on() -> None:
+    axis = parse_axis("--tensor-split '3,1','1,1'")
+    assert axis.values == ("3,1", "1,1")
+    assert parse_axis('--speculative-config -,{"method":"ngram","num_speculative_tokens":4}').values[1].startswith("{")
