@@ -14,7 +14,7 @@ from servelab.plan.calibrate import Comparison, Reported
 from servelab.plan.ceiling import DecodeCeiling, decode_ceiling
 from servelab.plan.ckpt_quant import QuantScheme
 from servelab.plan.command import command_line
-from servelab.plan.defaults import defaults_note, with_defaults
+from servelab.plan.defaults import check_context, defaults_note, with_defaults
 from servelab.plan.draft import fold_draft
 from servelab.plan.engine_args import EngineArgs
 from servelab.plan.engine_shape import EngineShape, with_flags
@@ -280,13 +280,7 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
     if req.engine == "llamacpp":
         check_offload(req.engine_args, len(spec.layers))
     req, defaults = with_defaults(req, spec.max_position)
-    too_long = bool(spec.max_position) and req.context > spec.max_position
-    if too_long and req.engine.startswith("vllm") and not req.allow_long_context:
-        raise UsageError(
-            f"--context {req.context:,} is longer than {spec.name} supports ({spec.max_position:,} tokens): "
-            "`vllm serve` would refuse that --max-model-len",
-            hint="plan a shorter --context, or --allow-long-context (vLLM then needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
-        )
+    check_context(spec.name, spec.max_position, req)
     weights = weights_for(resolved, req)
     engine_overhead = _overhead(resolved, req)
     overhead = engine_overhead.total

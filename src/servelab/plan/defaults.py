@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from servelab.core.errors import UsageError
+
 if TYPE_CHECKING:
     from servelab.plan.budget import PlanRequest
 
@@ -110,3 +112,18 @@ def defaults_note(said: dict[str, Any]) -> str:
               for name, value in said.items() if name != "why"]  # fmt: skip
     why = f" ({said['why']})" if "why" in said else ""
     return f"vLLM's defaults for what the command leaves out: {', '.join(values)}{why}"
+
+
+def check_context(name: str, max_position: int, req: PlanRequest) -> None:
+    """A context past the model's own maximum is refused as the engine refuses it (vLLM and SGLang; llama.cpp
+    warns and serves it), unless --allow-long-context."""
+    if not max_position or req.context <= max_position or req.engine == "llamacpp" or req.allow_long_context:
+        return
+    sglang = req.engine == "sglang"
+    refusal = "SGLang would refuse that --context-length" if sglang else "`vllm serve` would refuse that "
+    refusal += "" if sglang else "--max-model-len"
+    env = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" if sglang else "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    raise UsageError(
+        f"--context {req.context:,} is longer than {name} supports ({max_position:,} tokens): {refusal}",
+        hint=f"plan a shorter --context, or --allow-long-context (the engine then needs {env})",
+    )

@@ -59,3 +59,8 @@ def test_sglang_keeps_one_gpus_share_of_the_kv_and_the_users_command() -> None:
     assert four.capacity.bytes_per_sequence * 2 == pytest.approx(one.capacity.bytes_per_sequence, rel=1e-6)
     assert four.command.endswith("--context-length 32768 --mem-fraction-static 0.85 --tp-size 4")
     assert four.fits and not _plan("llama-3.1-70b", "sglang", "--context-length 32768 --mem-fraction-static 0.85").fits
+
+
+def test_sglang_refuses_a_context_past_the_models_own() -> None:
+    with pytest.raises(UsageError, match="SGLang would refuse that --context-length"):
+        _plan("llama-3.1-8b", "sglang", "--context-length 1000000")
