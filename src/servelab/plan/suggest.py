@@ -48,16 +48,38 @@ def ways_out(resolved: Resolved, req: PlanRequest) -> list[str]:
     found: list[str] = []
     kv = KV_WAY_OUT.get(req.engine)
     if kv and req.kv_dtype in ("auto", "bf16", "fp16"):
-        _say(found, f"--kv-dtype {kv}", _fitting(resolved, replace(req, kv_dtype=kv)))
-    _say(found, *_smaller_weights(resolved, req))
+        _say(found, _spell(req, "kv", kv), _fitting(resolved, replace(req, kv_dtype=kv)))
+    way, plan = _smaller_weights(resolved, req)
+    _say(found, _spell(req, "quant", way.removeprefix("--quant ")) if way else way, plan)
     asked = replace(req, defaulted=tuple(d for d in req.defaulted if d != "max_model_len"))
     shorter = _largest(lambda n: replace(asked, context=n * CONTEXT_STEP), resolved, (req.context - 1) // CONTEXT_STEP)
     if shorter is not None:
-        _say(found, f"--context {shorter[0]}k", shorter[1])
+        _say(found, _spell(req, "context", str(shorter[0])), shorter[1])
     fewer = _largest(lambda n: replace(req, concurrency=n), resolved, req.concurrency - 1)
     if fewer is not None:
-        _say(found, f"--concurrency {fewer[0]}", fewer[1])
+        _say(found, _spell(req, "concurrency", str(fewer[0])), fewer[1])
     return found
+
+
+def _spell(req: PlanRequest, what: str, value: str) -> str:
+    """A way out as the user can take it: servelab's options, or, for a plan of the engine's own flags (where
+    those options are refused), the engine flags to put in --engine-args."""
+    if req.engine_args is None or req.suggest:
+        return {"kv": f"--kv-dtype {value}", "quant": f"--quant {value}", "context": f"--context {value}k",
+                "concurrency": f"--concurrency {value}"}[what]  # fmt: skip
+    tokens = 1024 * int(value) if what == "context" else 0
+    flags = {
+        "vllm": {"kv": f"--kv-cache-dtype {value}", "context": f"--max-model-len {tokens}",
+                 "concurrency": f"--max-num-seqs {value}"},
+        "sglang": {"kv": "--kv-cache-dtype fp8_e4m3", "context": f"--context-length {tokens}",
+                   "concurrency": f"--max-running-requests {value}"},
+        "llamacpp": {"kv": f"-ctk {value} -ctv {value}", "context": f"-c {tokens * req.concurrency}",
+                     "concurrency": f"-np {value}"},
+    }.get(req.engine, {})  # fmt: skip
+    if what == "quant":
+        online = req.engine == "vllm" and value == "fp8"
+        return "--quantization fp8 in --engine-args" if online else f"a checkpoint quantized to {value}"
+    return f"{flags[what]} in --engine-args" if what in flags else f"--{what} {value}"
 
 
 def _say(found: list[str], flag: str, plan: Plan | None) -> None:

@@ -215,3 +215,15 @@ def test_a_command_serving_another_model_is_refused(capsys: pytest.CaptureFixtur
                 "--max-model-len 8k")  # fmt: skip
     assert main(["plan", "llama-3.1-8b", "--gpu", "h100", "--engine-args", launcher]) == 0
     assert "vllm serve --model meta-llama/Llama-3.1-8B-Instruct" in capsys.readouterr().out
+
+
+def test_ways_out_of_a_plan_of_the_engines_flags_are_the_engines_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """servelab's --context and --kv-dtype are refused beside --engine-args, so they are no way out there: the
+    plan names the flags to put in --engine-args (or a checkpoint), each planned again."""
+    main(["plan", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine-args", "--max-model-len 131072"])
+    out = capsys.readouterr().out
+    assert "--max-model-len 53248 in --engine-args: fits" in out and "a checkpoint quantized to int4: fits" in out
+    ways = out.split("what would fit")[1]
+    assert "  --context " not in ways and "  --quant " not in ways
+    main(["plan", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--engine-args", "-c 524288 -np 4"])
+    assert "-c 69632 in --engine-args: fits" in capsys.readouterr().out
