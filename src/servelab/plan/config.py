@@ -17,6 +17,7 @@ from servelab.plan.families import FAMILIES
 from servelab.plan.generic import inferred_note, unmodelled
 from servelab.plan.spec import CacheLayer, ModelSpec, MoESpec, ParamBreakdown, UnknownArchitecture
 from servelab.plan.state import RecurrentState
+from servelab.plan.towers import unmodelled_parts
 from servelab.plan.values import check_values
 
 Config = Mapping[str, Any]
@@ -346,25 +347,6 @@ def max_context(cfg: Mapping[str, Any]) -> int:
 
 # a part of a multimodal checkpoint the plan does not model: its weights, vLLM's encoder cache budget and the
 # profile run's multimodal peak would all be missing from a plan of the language model alone
-# a key naming a part besides the language model: a tower, its processor or projector, its adapters, its tokens
-# (vision_config, mm_vision_tower, img_processor, embd_layer, audio_processor, speech_lora, image_token_id, ...)
-TOWER_WORDS = ("vision", "visual", "image", "img_", "video", "audio", "speech", "mm_", "vit_", "siglip", "clip",
-               "whisper", "embd_layer", "perceiver", "resampler")  # fmt: skip
-# architectures that carry such a part whatever their keys say
-TOWER_ARCHITECTURES = ("Llava", "VL", "Vision", "Phi3V", "Phi4MM", "Omni", "Audio", "Speech", "Whisper", "Blip")
-
-
-def unmodelled_parts(config: Config) -> list[str]:
-    """The keys of ``config`` that name a part besides the language model (a vision or audio tower, its processor,
-    projector or adapters), and an architecture that is multimodal by name: matched by the words such parts are
-    named with, so a family servelab has not met is refused too, not planned without its tower."""
-    keys = [key for key in config if config[key] and any(word in key.lower() for word in TOWER_WORDS)]
-    architectures = config.get("architectures")
-    named = [str(a) for a in architectures if any(w in str(a) for w in TOWER_ARCHITECTURES)] if isinstance(
-        architectures, list) else []  # fmt: skip
-    return keys + [f"architecture {a}" for a in named]
-
-
 def spec_from_config(config: Config, *, name: str = "", source: str = "") -> ModelSpec:
     """Build the spec; raises :class:`UnknownArchitecture` for layouts servelab cannot model, and for a
     checkpoint holding a part the plan does not model (a vision tower): refused, never planned without it."""
