@@ -46,8 +46,8 @@ def classify(exit_code: int | None, tail: Sequence[str], timed_out: bool = False
                         exit_code, kept)  # fmt: skip
     kind, line = _by_log(lines)
     if kind is None and exit_code is not None and exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        return _failure("out of memory", "killed by SIGKILL with nothing in its log: the kernel's OOM killer?",
-                        exit_code, kept)  # fmt: skip
+        said = "with nothing in its log" if not lines else "with no error in its log"
+        return _failure("out of memory", f"killed by SIGKILL {said}: the kernel's OOM killer?", exit_code, kept)
     if kind is None:
         said = f"exited with code {exit_code}" if exit_code is not None else "stopped"
         last = _last_error(lines)
@@ -79,7 +79,9 @@ def _last_error(lines: Sequence[str]) -> str:
 
 
 def _short(line: str) -> str:
+    """The line as a reason: vLLM's process prefix dropped, no control bytes (a log may hold any), cut short."""
     text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())  # vLLM's process prefix
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 

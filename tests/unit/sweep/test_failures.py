@@ -60,3 +60,12 @@ def test_a_crash_keeps_the_last_error_line() -> None:
     failure = classify(139, ["INFO starting", "RuntimeError: something unexpected", "INFO cleaning up"])
     assert failure.kind == "crash"
     assert "exited with code 139" in failure.reason and "something unexpected" in failure.reason
+
+
+def test_a_reason_holds_no_control_bytes_and_says_what_the_log_held() -> None:
+    """A log may hold any bytes: the reason a table prints is printable; a SIGKILL after lines without an error says
+    'no error in its log', not 'nothing'."""
+    failure = classify(1, ["ERROR \x1b[31mbad\x00 thing\x07"])
+    assert failure.reason.isprintable() and "bad" in failure.reason
+    assert "no error in its log" in classify(-signal.SIGKILL, ["INFO loading weights"]).reason
+    assert "nothing in its log" in classify(-signal.SIGKILL, []).reason
