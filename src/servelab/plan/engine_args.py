@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import json
 import math
 import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from importlib import resources
 from typing import Any
 
 from servelab.core.errors import UsageError
@@ -218,6 +220,14 @@ VLLM_UNMODELLED = {
 }
 
 
+@functools.cache
+def vllm_flags() -> frozenset[str]:
+    """vLLM 0.25.1's own flags (plan/vllm_flags.json, read from its source): a flag among them is never taken
+    for a misspelling, whatever it resembles."""
+    data = json.loads((resources.files("servelab.plan") / "vllm_flags.json").read_text())
+    return frozenset(data["flags"])
+
+
 def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[str, Any]) -> None:
     """A vLLM flag the plan does not read: refused where it changes the GPU's share unmodelled, or where it is a
     misspelling of one the plan reads (vLLM would refuse to start: the plan would be of another command)."""
@@ -229,7 +239,7 @@ def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[s
                 hint=f"plan without {flag}, or with tensor parallelism (--tensor-parallel-size)",
             )
         return
-    if not flag.startswith("--"):
+    if not flag.startswith("--") or flag in vllm_flags():
         return
     read = [f for f in (*flags, *switches, *VLLM_RUNTIME) if f.startswith("--")]
     close = difflib.get_close_matches(flag, read, n=1, cutoff=0.85)

@@ -142,3 +142,8 @@ def test_sliding_windows_on_some_qwen2_layers_only_are_refused_as_vllm_does() ->
     with pytest.raises(UnknownArchitecture, match=r"vLLM 0\.25\.1 refuses"):
         spec_from_config(text | {"use_sliding_window": True, "max_window_layers": layers // 2})
     assert spec_from_config(text | {"use_sliding_window": False, "max_window_layers": 4}).count("full") == layers
+
+
+def test_a_text_key_that_only_contains_a_tower_word_is_no_tower() -> None:
+    """OLMo's clip_qkv (clipping the attention's q, k and v) was refused as a CLIP tower: words are matched whole."""
+    assert spec_from_config(TEXT | {"clip_qkv": 8.0}).count("full") == TEXT["num_hidden_layers"]
