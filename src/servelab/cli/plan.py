@@ -149,10 +149,17 @@ def plan(
     )
     reported = read_reported(calibrate) if calibrate else None
     if engine_args:
-        side = {"--context": context, "--gpu-memory-utilization": util, "--max-num-batched-tokens": batched_tokens,
-                "--enforce-eager": eager or None, "--block-size": block_size, "--tp": tp if tp > 1 else None,
-                "--kv-dtype": None if kv_dtype.lower() == "auto" else kv_dtype, "--kv-pool": kv_pool,
-                "--quant": quant}  # fmt: skip
+        side = {
+            "--context": context,
+            "--gpu-memory-utilization": util,
+            "--max-num-batched-tokens": batched_tokens,
+            "--enforce-eager": eager or None,
+            "--block-size": block_size,
+            "--tp": tp if tp > 1 else None,
+            "--kv-dtype": None if kv_dtype.lower() == "auto" else kv_dtype,
+            "--kv-pool": kv_pool,
+            "--quant": quant if engine != "llamacpp" else None,
+        }  # fmt: skip (llama.cpp: the GGUF's own type)
         check_side_options([name for name, value in side.items() if value is not None], suggest)
     request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)

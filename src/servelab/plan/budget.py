@@ -26,7 +26,7 @@ from servelab.plan.engines import (
     sglang_capacity,
     vllm_capacity,
 )
-from servelab.plan.llamacpp_args import check_offload
+from servelab.plan.llamacpp_args import cache_flags, check_offload
 from servelab.plan.llamacpp_terms import Buffers
 from servelab.plan.notes import plan_notes
 from servelab.plan.overhead import Overhead, vllm_overhead
@@ -167,6 +167,15 @@ def _speed(resolved: Resolved, weights: WeightEstimate, req: PlanRequest, most_s
                    budget=req.max_num_batched_tokens, most_streams=most_streams)  # fmt: skip
 
 
+def _streams_held(req: PlanRequest, at_chosen: float, at_most: float | None) -> float:
+    """The most streams the planned engine runs at once: what its KV cache holds (at the utilisation the flags
+    give, else at the most allowed) and no more than its own limit (vLLM's max_num_seqs, llama-server's slots)."""
+    fixed = req.gpu_memory_utilization or req.kv_pool_bytes or req.engine == "llamacpp"
+    held = at_chosen if fixed or at_most is None else at_most
+    limit = req.max_num_seqs or (req.concurrency if req.engine == "llamacpp" else None)
+    return min(held, limit) if limit else held
+
+
 def check_engine(engine: str) -> None:
     if engine not in PLAN_ENGINES:
         raise UsageError(f"unknown engine {engine!r}{meant(engine, PLAN_ENGINES)}", hint=", ".join(PLAN_ENGINES))
@@ -259,18 +268,15 @@ def _overhead(resolved: Resolved, req: PlanRequest) -> Overhead:
         return Overhead(0, 0, 0, "a fixed KV space (VLLM_CPU_KVCACHE_SPACE)")
     if req.engine == "sglang":
         return Overhead(0, 0, 0, "SGLang keeps activations outside mem_fraction_static")
-    ubatch = _llama(req).get("ubatch", LLAMACPP_UBATCH)
-    compute = llamacpp_compute_bytes(resolved.spec, req.context * req.concurrency, req.concurrency, ubatch)
+    shape = _llama(req)
+    ubatch = shape.get("ubatch", LLAMACPP_UBATCH)
+    compute = llamacpp_compute_bytes(resolved.spec, req.context * req.concurrency, req.concurrency, ubatch,
+                                     unified=shape.get("unified", False))  # fmt: skip
     return Overhead(compute, 0, 0, f"llama.cpp's compute buffer (flash attention, -ub {ubatch})")
 
 
 def _llama(req: PlanRequest) -> dict[str, Any]:
-    """llama-server's flags that shape its cache and compute buffers, as llamacpp_capacity takes them."""
-    args = req.engine_args
-    if args is None:
-        return {}
-    given = {"swa_full": args.swa_full, "unified": args.kv_unified, "ubatch": args.ubatch}
-    return {k: v for k, v in given.items() if v is not None}
+    return cache_flags(req.engine_args) if req.engine == "llamacpp" else {}
 
 
 def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
@@ -333,9 +339,9 @@ def make_plan(resolved: Resolved, req: PlanRequest) -> Plan:
         total_params=spec.total_params,
         active_params=spec.active_params,
         decode=decode_ceiling(spec, weights, req),
-        speed=_speed(resolved, weights, req, most if most is not None else capacity.max_sequences, fits),
+        speed=_speed(resolved, weights, req, _streams_held(req, capacity.max_sequences, most), fits),
         command=command_line(resolved, req, chosen),
-        notes=plan_notes(resolved, req, weights, draft_note) + ([defaults_note(defaults)] if defaults else []),
+        notes=plan_notes(resolved, req, weights, draft_note) + [defaults_note(defaults, req.engine)] * bool(defaults),
         defaults=defaults,
     )
 

@@ -105,13 +105,16 @@ def with_defaults(req: PlanRequest, max_position: int) -> tuple[PlanRequest, dic
     return replace(req, **changes), said
 
 
-def defaults_note(said: dict[str, Any]) -> str:
+ENGINE_NAMES = {"vllm": "vLLM", "vllm-cpu": "vLLM", "sglang": "SGLang", "llamacpp": "llama-server"}
+
+
+def defaults_note(said: dict[str, Any], engine: str = "vllm") -> str:
     """``vLLM's defaults for what the command leaves out: max_num_seqs 1,024, ... (vLLM on a card of 70 GiB or
-    more)``."""
+    more)``; llama-server's context a slot is the model's own."""
     values = [f"{name} {value:,}" if isinstance(value, int) else f"{name} {value}"
               for name, value in said.items() if name != "why"]  # fmt: skip
     why = f" ({said['why']})" if "why" in said else ""
-    return f"vLLM's defaults for what the command leaves out: {', '.join(values)}{why}"
+    return f"{ENGINE_NAMES.get(engine, engine)}'s defaults for what the command leaves out: {', '.join(values)}{why}"
 
 
 def check_context(name: str, max_position: int, req: PlanRequest) -> None:

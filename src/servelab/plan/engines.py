@@ -112,22 +112,19 @@ def llamacpp_capacity(
             window = layer.window * (parallel if unified else 1) + ubatch
             kept = per_slot if swa_full else _pad(min(per_slot, window))
             swa += layer.kv_bytes_per_token(kv_bytes) * kept
-    per_seq = int(full * per_slot + swa + spec.state_bytes_per_sequence(model_bytes))
-    return Capacity(
-        "llamacpp",
-        pool_bytes,
-        cells,
-        pool_bytes / per_seq if per_seq else math.inf,
-        per_seq,
-        f"-c {context} split over -np {parallel}: {per_slot} cells per slot",
-    )
+    cache = full * per_slot + swa  # one slot's stream; a unified cache is one stream for all slots
+    per_seq = int((cache / max(1, parallel) if unified else cache) + spec.state_bytes_per_sequence(model_bytes))
+    said = (f"-c {context}, one cache of {cells} cells for -np {parallel} slots" if unified
+            else f"-c {context} split over -np {parallel}: {per_slot} cells per slot")  # fmt: skip
+    return Capacity("llamacpp", pool_bytes, cells, pool_bytes / per_seq if per_seq else math.inf, per_seq, said)
 
 
-def llamacpp_compute_bytes(spec: ModelSpec, context: int, parallel: int, ubatch: int = LLAMACPP_UBATCH) -> int:
+def llamacpp_compute_bytes(spec: ModelSpec, context: int, parallel: int, ubatch: int = LLAMACPP_UBATCH, *,
+                           unified: bool = False) -> int:  # fmt: skip
     """llama.cpp's CPU compute buffer with flash attention (its default where the backend has it): the
     attention mask, ``cells per slot x ubatch`` f16, plus the micro-batch's f32 activations
     (``4 x (4 hidden + 3 ffn)`` bytes a token). Checked on SmolLM2 against llama-server 0.3.36's own log
     (docs/llamacpp.md): within 0.3% with f16 KV, ~1 MiB over with quantized KV."""
-    _, per_slot = llamacpp_cells(context, parallel)
+    _, per_slot = llamacpp_cells(context, parallel, unified)
     ffn = spec.intermediate_size or 4 * spec.hidden_size
     return per_slot * ubatch * 2 + ubatch * 4 * (4 * spec.hidden_size + 3 * ffn)

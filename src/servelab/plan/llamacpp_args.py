@@ -16,8 +16,9 @@ from servelab.plan.engine_args import EngineArgs
 if TYPE_CHECKING:
     from servelab.plan.budget import PlanRequest
 
-AUTO_SLOTS = 4  # llama-server's -np -1 (auto)
-KV_TYPES = {"f16": "auto", "bf16": "bf16", "f32": "auto", "q8_0": "q8_0", "q4_0": "q4_0"}
+AUTO_SLOTS = 4  # llama-server's -np -1 (auto), which also makes the cache unified (tools/server/server.cpp)
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # -ctk / -ctv (common/arg.cpp)
+BATCH, UBATCH = 2048, 512  # -b and -ub's defaults; the micro-batch is at most the batch
 ALL_LAYERS = ("-1", "all", "auto", "999")
 UNMODELLED = {  # flag -> what it changes that the plan does not model
     "-nkvo": "the KV cache kept on the host", "--no-kv-offload": "the KV cache kept on the host",
@@ -39,10 +40,14 @@ def check_flags(args: EngineArgs) -> None:
         if flag in UNMODELLED:
             raise UsageError(f"--engine-args: llama-server's {flag} ({UNMODELLED[flag]}) is not modelled: a plan "
                              "without it would be of another command", hint=f"plan without {flag}")  # fmt: skip
-    if args.cache_type_v and args.cache_type_v.lower() != (args.kv_cache_dtype or "f16").lower():
+    k, v = (args.kv_cache_dtype or "f16").lower(), (args.cache_type_v or "f16").lower()
+    for flag, kind in (("-ctk", k), ("-ctv", v)):
+        if kind not in CACHE_TYPES:
+            raise UsageError(f"--engine-args: {flag} {kind}: llama-server has no such cache type",
+                             hint=", ".join(CACHE_TYPES))  # fmt: skip
+    if k != v:  # each defaults to f16: -ctk q8_0 alone keeps V at f16
         raise UsageError(
-            f"--engine-args: -ctv {args.cache_type_v} unlike -ctk {args.kv_cache_dtype or 'f16'}: a V cache of "
-            "another type than K is not modelled",
+            f"--engine-args: -ctk {k} with -ctv {v}: a V cache of another type than K is not modelled",
             hint="give -ctk and -ctv the same type",
         )
 
@@ -52,23 +57,32 @@ def check_offload(args: EngineArgs | None, layers: int) -> None:
     value = (args.gpu_layers or "").lower() if args else ""
     if not value or value in ALL_LAYERS:
         return
-    if not value.lstrip("-").isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise UsageError(f"--engine-args: -ngl {value!r} is not a layer count, auto or all")
-    if int(value) < layers:
+    if int(value) < layers + 1:  # the output layer counts as one more ("offloaded 33/33 layers" for 32)
         raise UsageError(
-            f"--engine-args: -ngl {value} keeps {layers - int(value)} of the model's {layers} layers on the host: "
-            "a partial offload is not modelled",
+            f"--engine-args: -ngl {value} keeps {layers + 1 - int(value)} of the model's {layers + 1} layers (its "
+            "output layer one of them) on the host: a partial offload is not modelled",
             hint="plan with every layer on the GPU (-ngl all)",
         )
+
+
+def cache_flags(args: EngineArgs | None) -> dict[str, Any]:
+    """llama-server's flags that shape its cache and compute buffers, as llamacpp_capacity takes them: the micro-
+    batch (at most the batch), --swa-full, and a unified cache (--kv-unified, or -np left to its automatic 4)."""
+    if args is None:
+        return {}
+    unified = args.kv_unified if args.kv_unified is not None else args.max_num_seqs is None
+    ubatch = min(args.ubatch or UBATCH, args.max_num_batched_tokens or BATCH)
+    return {"swa_full": bool(args.swa_full), "unified": unified, "ubatch": ubatch}
 
 
 def llamacpp_request(req: PlanRequest, args: EngineArgs) -> PlanRequest:
     """The request as llama-server's flags set it (the module docstring); no -c: the model's context a slot."""
     check_flags(args)
     slots = args.max_num_seqs or AUTO_SLOTS
-    kv = (args.kv_cache_dtype or "f16").lower()
-    changes: dict[str, Any] = {"engine_args": args, "concurrency": slots, "kv_dtype": KV_TYPES.get(kv, kv),
-                               "suggest": False}  # fmt: skip
+    changes: dict[str, Any] = {"engine_args": args, "concurrency": slots, "suggest": False,
+                               "kv_dtype": (args.kv_cache_dtype or "f16").lower()}  # fmt: skip
     if args.max_model_len:
         changes["context"] = max(1, args.max_model_len // slots)
         changes["defaulted"] = ()

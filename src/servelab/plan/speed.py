@@ -189,8 +189,8 @@ def predict(work: Workload, consts: Constants, *, concurrency: int, length: int,
     beyond = [c for c in LEVELS if most_streams is not None and c > most_streams and c != concurrency]
     if beyond:
         notes.append(f"{', '.join(map(str, beyond))} streams: more than the {most_streams:,.1f} sequences of "
-                     f"{length:,} tokens the KV cache holds, so not predicted (a shorter --context holds "
-                     "more)")  # fmt: skip
+                     f"{length:,} tokens the engine runs at once (its KV cache, its sequence limit), so not "
+                     "predicted")  # fmt: skip
     if prompt > length:
         notes.append(f"a prompt of {prompt:,} tokens is past the context of {length:,}: predicted at {length:,} "
                      "(the engine refuses a longer one)")  # fmt: skip

@@ -258,3 +258,17 @@ def test_hold_out_without_fit_or_with_a_bad_level_is_refused(capsys: pytest.Capt
     assert "--hold-out goes with --fit" in capsys.readouterr().err
     assert main(["plan", "smollm2-135m", "--gpu", "h200", "--fit", "latest", "--hold-out", "one"]) == 2
     assert "--hold-out wants concurrencies" in capsys.readouterr().err
+
+
+def test_no_more_streams_are_predicted_than_the_command_runs_at_once() -> None:
+    """--max-num-seqs 2 runs two at a time; --gpu-memory-utilization 0.30 holds what 0.30 holds, not what the card
+    could (the speed rows once went to 16 and 64 streams beside both)."""
+    from servelab.plan import gpu, make_plan, parse_engine_args, with_engine_args
+
+    card = gpu("h100-80gb")
+    base = replace(_req(), gpu_bytes=card.memory_bytes, bandwidth_gbs=card.bandwidth_gbs, tflops=card.tflops)
+    two = make_plan(resolve_model("llama-3.1-8b"), with_engine_args(base, parse_engine_args("--max-num-seqs 2")))
+    assert two.speed is not None and [p.concurrency for p in two.speed.points] == [1]
+    low = with_engine_args(base, parse_engine_args("--gpu-memory-utilization 0.30 --max-model-len 8192"))
+    held = make_plan(resolve_model("llama-3.1-8b"), low)
+    assert held.speed is not None and max(p.concurrency for p in held.speed.points) <= held.capacity.max_sequences
