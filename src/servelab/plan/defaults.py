@@ -94,6 +94,12 @@ def with_defaults(req: PlanRequest, max_position: int) -> tuple[PlanRequest, dic
         seqs_given = None if "max_num_seqs" in req.defaulted else req.seqs_limit
         tokens_given = None if "max_num_batched_tokens" in req.defaulted else req.max_num_batched_tokens
         seqs, tokens = completed_batch(base, context, seqs_given, tokens_given, **batch_modes(req))
+        if not batch_modes(req).get("chunked_prefill", True) and tokens < context:
+            raise UsageError(f"--max-num-batched-tokens {tokens:,} is below --max-model-len {context:,} with chunked "
+                             "prefill off: vLLM refuses to start (a prompt must fit one step)")  # fmt: skip
+        if tokens < seqs:  # config/scheduler.py, verify_max_model_len
+            raise UsageError(f"--max-num-batched-tokens {tokens:,} is below --max-num-seqs {seqs:,}: vLLM refuses to "
+                             "start")  # fmt: skip
         if seqs_given is None:
             changes["max_num_seqs"] = said["max_num_seqs"] = seqs
         if tokens_given is None:

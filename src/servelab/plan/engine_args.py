@@ -332,7 +332,16 @@ def engine_args_from_log(text: str) -> EngineArgs | None:
     return engine_args_from_mapping(data) if isinstance(data, Mapping) else None
 
 
+LOG_UNMODELLED = {"pipeline_parallel_size": (1, "pipeline parallelism (the layers split over GPUs)"),
+                  "cpu_offload_gb": (0, "weights offloaded to the host"),
+                  "kv_offloading_size": (0, "the KV cache offloaded to the host")}  # fmt: skip
+
+
 def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
+    for key, (default, what) in LOG_UNMODELLED.items():  # as --engine-args refuses them (VLLM_UNMODELLED)
+        if data.get(key) not in (None, default, float(default)):
+            raise UsageError(f"the engine's logged {key} = {data[key]!r}: {what} is not modelled, so its figures "
+                             "cannot be set beside a plan")  # fmt: skip
     known = {f.name for f in fields(EngineArgs)} - {"tokens", "flags_given"} - DERIVED
     values = {k: v for k, v in data.items() if k in known and v is not None}
     if "speculative_method" in values and not isinstance(values["speculative_method"], str):

@@ -227,3 +227,28 @@ def test_ways_out_of_a_plan_of_the_engines_flags_are_the_engines_flags(capsys: p
     assert "  --context " not in ways and "  --quant " not in ways
     main(["plan", "llama-3.1-8b", "--gpu", "rtx-4090", "--engine", "llamacpp", "--engine-args", "-c 524288 -np 4"])
     assert "-c 69632 in --engine-args: fits" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("--max-model-len 32k --no-enable-chunked-prefill --max-num-batched-tokens 2048", "chunked prefill off"),
+        ("--max-model-len 32k --max-num-seqs 1024 --max-num-batched-tokens 512", "below --max-num-seqs"),
+    ],
+)
+def test_a_batch_vllm_refuses_at_start_is_refused(text: str, said: str) -> None:
+    """vLLM 0.25.1's SchedulerConfig.verify_max_model_len refuses both; the plan said "fits"."""
+    req = with_engine_args(PlanRequest(gpu_name="h100-80gb", gpu_bytes=80 * 2**30, bandwidth_gbs=None, context=8192,
+                                       concurrency=1, quant=None, kv_dtype="auto"), parse_engine_args(text))  # fmt: skip
+    from servelab.plan import plan_model
+
+    with pytest.raises(UsageError, match=said):
+        plan_model(resolve_model("llama-3.1-8b"), req)
+
+
+def test_a_log_whose_start_the_plan_cannot_model_is_refused() -> None:
+    """--calibrate read a log of pipeline parallelism or CPU offload without them, and blamed the capacity rules."""
+    line = "(APIServer pid=1) INFO non-default args: {'model': 'm', 'pipeline_parallel_size': 2}"
+    with pytest.raises(UsageError, match="pipeline_parallel_size"):
+        engine_args_from_log(line)
+    assert engine_args_from_log("INFO non-default args: {'model': 'm', 'pipeline_parallel_size': 1}") is not None
