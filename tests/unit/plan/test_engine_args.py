@@ -238,9 +238,11 @@ def test_ways_out_of_a_plan_of_the_engines_flags_are_the_engines_flags(capsys: p
 )
 def test_a_batch_vllm_refuses_at_start_is_refused(text: str, said: str) -> None:
     """vLLM 0.25.1's SchedulerConfig.verify_max_model_len refuses both; the plan said "fits"."""
-    req = with_engine_args(PlanRequest(gpu_name="h100-80gb", gpu_bytes=80 * 2**30, bandwidth_gbs=None, context=8192,
-                                       concurrency=1, quant=None, kv_dtype="auto"), parse_engine_args(text))  # fmt: skip
     from servelab.plan import plan_model
+
+    base = PlanRequest(gpu_name="h100-80gb", gpu_bytes=80 * 2**30, bandwidth_gbs=None, context=8192, concurrency=1,
+                       quant=None, kv_dtype="auto")  # fmt: skip
+    req = with_engine_args(base, parse_engine_args(text))
 
     with pytest.raises(UsageError, match=said):
         plan_model(resolve_model("llama-3.1-8b"), req)
