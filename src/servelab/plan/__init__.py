@@ -3,6 +3,7 @@
 from servelab.plan.budget import Plan, PlanRequest, check_engine, compare_with, make_plan
 from servelab.plan.calibrate import Comparison, read_reported
 from servelab.plan.config import spec_from_config
+from servelab.plan.engine_args import ENGINES as ENGINE_FLAGS
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
 from servelab.plan.fit import Fit
 from servelab.plan.gpus import GPUS, gpu, parse_alongside, parse_size, parse_tokens
@@ -15,9 +16,11 @@ from servelab.plan.spec import CacheLayer, ModelSpec, UnknownArchitecture
 from servelab.plan.speed import SpeedPrediction
 from servelab.plan.suggest import DEFAULT_CONTEXT, plan_model
 from servelab.plan.vllm_rules import VllmOptions, vllm_layout
+from servelab.plan.vllm_runtime import vllm_flag
 
 __all__ = [
     "DEFAULT_CONTEXT",
+    "ENGINE_FLAGS",
     "GIB",
     "GPUS",
     "QUANTS",
@@ -51,6 +54,7 @@ __all__ = [
     "read_reported",
     "resolve_model",
     "spec_from_config",
+    "vllm_flag",
     "vllm_layout",
     "with_engine_args",
 ]

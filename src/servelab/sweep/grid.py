@@ -13,20 +13,19 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.errors import UsageError
-from servelab.plan.engine_args import ENGINES
-from servelab.plan.vllm_runtime import vllm_flag
+from servelab.plan import ENGINE_FLAGS, vllm_flag
 
 LEAVE_OUT = "-"  # a value that leaves its flag out: the engine's default
 SWITCH_ON = "on"
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLOSE = {"{": "}", "[": "]", "(": ")"}
 # every spelling of a setting the engines' flag readers know, by the setting (-tp and --tensor-parallel-size, ...)
-SETTING_OF = {flag: dest for flags, _ in ENGINES.values() for flag, (dest, _) in flags.items()}
-SWITCH_OF = {flag: (dest, str(on)) for _, switches in ENGINES.values() for flag, (dest, on) in switches.items()}
+SETTING_OF = {flag: (dest, cast) for flags, _ in ENGINE_FLAGS.values() for flag, (dest, cast) in flags.items()}
+SWITCH_OF = {flag: (dest, str(on)) for _, switches in ENGINE_FLAGS.values() for flag, (dest, on) in switches.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +86,7 @@ def settings(point: Point) -> tuple[object, ...]:
     while i < len(words):
         flag, eq, inline = words[i].partition("=") if words[i].startswith("-") else ("", "", words[i])
         if not flag:
-            pairs.append(("", _number(inline)))
+            pairs.append(("", inline))
             i += 1
             continue
         spelled = vllm_flag(flag)
@@ -95,15 +94,18 @@ def settings(point: Point) -> tuple[object, ...]:
             pairs.append(SWITCH_OF[spelled])
             i += 1
             continue
-        setting = SETTING_OF.get(spelled, spelled)
+        setting, cast = SETTING_OF.get(spelled, (spelled, None))
         if eq:
             value, i = inline, i + 1
         elif i + 1 < len(words) and _is_value(words[i + 1]):
             value, i = words[i + 1], i + 2
         else:
             value, i = None, i + 1
-        pairs.append((setting, None if value is None else _number(value)))
-    named = [name for name, _ in pairs if name]
+        pairs.append((setting, None if value is None or cast is None else _as_read(value, cast)))
+        if cast is None and value is not None:
+            pairs[-1] = (setting, value)  # a flag no engine reader knows: its value as written
+    read = {dest for dest, _ in SETTING_OF.values()} | {dest for dest, _ in SWITCH_OF.values()}
+    named = [name for name, _ in pairs if name in read]  # a flag the engine takes many times (-ot) may repeat
     if twice := sorted({name for name in named if named.count(name) > 1}):
         raise UsageError(f"the point {point.key} gives {', '.join(twice)} twice",
                          hint="give each setting once (an axis and a --point may not both set it)")  # fmt: skip
@@ -114,13 +116,13 @@ def _is_value(word: str) -> bool:
     return not word.startswith("-") or bool(re.fullmatch(r"-\d[\d.]*", word))
 
 
-def _number(value: str) -> str:
-    """``08``, ``8.0`` and ``8`` are one value; anything else as written."""
+def _as_read(value: str, cast: Callable[[str], object]) -> str:
+    """A read setting's value as its engine reads it (``32k`` and ``32000``, ``08`` and ``8`` are one value); one
+    it cannot read, as written."""
     try:
-        number = float(value)
-    except ValueError:
+        return repr(cast(value))
+    except Exception:  # the engine's reader refuses it: the plan says so; here it is only a different value
         return value
-    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
 
 
 def _combine(base: Point, axes: Sequence[Axis], values: Sequence[str]) -> Point:

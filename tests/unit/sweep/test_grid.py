@@ -130,8 +130,12 @@ def test_a_spec_file_that_is_not_text_is_refused_by_name(tmp_path: Path) -> None
 def test_one_configuration_spelled_two_ways_is_started_once() -> None:
     """Each point costs an engine start: the same settings however spelled are one point; different values, or a
     switch and its --no- form, stay two."""
-    same = make_grid(["--max-num-seqs 4,04,4.0"], []).expand()
+    same = make_grid(["--max-num-seqs 4,04"], []).expand()  # read as vLLM reads it (int): one value
     assert [p.args for p in same] == [("--max-num-seqs", "4")]
+    lengths = make_grid(["--max-model-len 32k,32000,32K"], []).expand()  # vLLM's 32k is 32,000; 32K 32,768
+    assert [p.args for p in lengths] == [("--max-model-len", "32k"), ("--max-model-len", "32K")]
+    kept = make_grid(["--revision 0712345,712345", "--seed 9007199254740993,9007199254740992"], []).expand()
+    assert len(kept) == 4  # flags no reader knows: values as written
     spelled = make_grid([], ["--max-num-seqs=4", "--max_num_seqs 4", "-tp 2", "--tensor-parallel-size 2"]).expand()
     assert [p.args for p in spelled] == [("--max-num-seqs=4",), ("-tp", "2")]
     switches = make_grid([], ["--enforce-eager", "--no-enforce-eager", "-np -1", "-np 1"]).expand()
@@ -141,6 +145,8 @@ def test_one_configuration_spelled_two_ways_is_started_once() -> None:
 def test_a_point_that_sets_one_thing_twice_is_refused() -> None:
     with pytest.raises(UsageError, match="gives max_num_seqs twice"):
         make_grid(["--max-num-seqs 4,8"], ["--max-num-seqs 16"]).expand()
+    repeated = make_grid([], ["--override-kv a=int:1 --override-kv b=int:2 -ot x=CPU -ot y=CPU"]).expand()
+    assert len(repeated) == 1  # a flag the engine takes many times may repeat
 
 
 def test_quotes_protect_a_values_commas_and_are_not_passed_on() -> None:
