@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -163,7 +164,8 @@ def plan(
         check_side_options([name for name, value in side.items() if value is not None], suggest)
     request = engine_request(request, engine_args, reported, suggest=suggest)
     resolved = resolve_model(model, request.engine_args.config_overrides() if request.engine_args else None)
-    check_same_model(model, resolved, request.engine_args)
+    if said := check_same_model(model, resolved, request.engine_args):
+        print(f"note: {said}", file=sys.stderr)  # beside --json's stdout, never in it
     fitted = None
     if hold_out is not None and not fit:
         raise UsageError(

@@ -11,7 +11,8 @@ from servelab.plan.calibrate import Reported
 from servelab.plan.engine_args import EngineArgs, parse_engine_args
 from servelab.plan.llamacpp_args import llamacpp_request
 from servelab.plan.quant import KV_DTYPES, QUANTS
-from servelab.plan.resolve import Resolved
+from servelab.plan.resolve import Resolved, load_preset, preset_names, resolve_model
+from servelab.plan.spec import ModelSpec, UnknownArchitecture
 
 VLLM_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
                   "fp8_e5m2": "fp8_e5m2", "fp8_inc": "fp8"}  # fmt: skip
@@ -127,18 +128,40 @@ def engine_request(
     return req
 
 
-def check_same_model(named: str, resolved: Resolved, args: EngineArgs | None) -> None:
-    """The flags' own model (``vllm serve M``, ``--model M``) must be the one planned: a command serving another
-    model is refused, never planned as this one. Names match as typed, as the plan serves it, or by their last
-    path part (a local folder of the hub id)."""
+def check_same_model(named: str, resolved: Resolved, args: EngineArgs | None) -> str | None:
+    """The flags' own model (``vllm serve M``, ``--model M``) must be the one planned: a command serving a model
+    of another shape is refused, never planned as this one. The same name (as typed, as served, or its last path
+    part) passes; another name passes where servelab can read it (a folder, the local HF cache, a preset's hub id)
+    and it has the planned model's shape (a fine-tune, a later checkpoint); one it cannot read is said in the note
+    this returns (the plan is of the model named, its config the only one at hand)."""
     served = args.model if args else None
     if not served:
-        return
+        return None
     names = {named, resolved.serve_as, str(resolved.spec.name)}
     if served in names or _last(served) in {_last(n) for n in names}:
-        return
-    raise UsageError(f"--engine-args serve {served!r}, but the plan is of {named!r}: name one model",
+        return None
+    other = _readable(served)
+    if other is None:
+        return (f"the flags serve {served!r}, which servelab cannot read here (no folder, no copy in the local HF "
+                f"cache): planned with the config of {named!r}")  # fmt: skip
+    if _shape(other.spec) == _shape(resolved.spec):
+        return None
+    raise UsageError(f"the flags serve {served!r}, a model of another shape than {named!r}: name one model",
                      hint=f"servelab plan {served} --engine-args ...")  # fmt: skip
+
+
+def _readable(name: str) -> Resolved | None:
+    """The model ``name`` names where servelab can read it without a download: a folder, the HF cache, or the
+    preset whose hub id it is."""
+    by_id = next((p for p in preset_names() if load_preset(p)[0].get("_name_or_path") == name), None)
+    try:
+        return resolve_model(by_id or name)
+    except (UsageError, UnknownArchitecture, OSError, ValueError):
+        return None
+
+
+def _shape(spec: ModelSpec) -> tuple[object, ...]:
+    return spec.model_type, spec.hidden_size, len(spec.layers), spec.vocab_size
 
 
 def _last(name: str) -> str:
