@@ -148,17 +148,32 @@ def decode_point(work: Workload, consts: Constants, concurrency: int, length: in
     return DecodePoint(concurrency, length, nbytes, flops, seconds * 1e3, 1 / seconds, concurrency / seconds, bound)
 
 
-MAX_STEPS = 4096  # a prefill of more steps is summed in groups of equal steps (each group at its middle step)
+MAX_STEPS = 4096  # at most this many step costs are computed for one prefill
 
 
 def prefill_s(work: Workload, consts: Constants, prompt: int, budget: int, prompts: int = 1) -> float:
-    """Seconds to prefill ``prompts`` prompts of ``prompt`` tokens in steps of at most ``budget`` tokens; at most
-    MAX_STEPS step costs are computed, whatever the prompt and the budget."""
-    total, done, seconds = prompts * prompt, 0, 0.0
-    group = max(1, ceil_div(ceil_div(total, budget), MAX_STEPS))
+    """Seconds to prefill ``prompts`` prompts of ``prompt`` tokens in steps of at most ``budget`` tokens. The steps
+    repeat with a period of lcm(prompt, budget) tokens: a prefill of more than MAX_STEPS steps is its whole periods
+    (one priced step by step) and the rest priced step by step, exactly; only where one period is itself longer
+    than MAX_STEPS are steps priced in groups, each group at its middle step."""
+    total = prompts * prompt
+    if ceil_div(total, budget) <= MAX_STEPS:
+        return _steps_s(work, consts, prompt, budget, total, 1)
+    period = math.lcm(prompt, budget)
+    if period // budget <= MAX_STEPS:
+        whole, rest = divmod(total, period)
+        return whole * _steps_s(work, consts, prompt, budget, period, 1) + _steps_s(work, consts, prompt, budget,
+                                                                                 rest, 1)  # fmt: skip
+    group = ceil_div(ceil_div(total, budget), MAX_STEPS)
+    return _steps_s(work, consts, prompt, budget, total, group)
+
+
+def _steps_s(work: Workload, consts: Constants, prompt: int, budget: int, total: int, group: int) -> float:
+    """The steps of ``total`` tokens from a prompt's start, ``group`` equal steps priced at their middle one."""
+    done, seconds = 0, 0.0
     while done < total:
         n = min(budget, total - done)
-        k = max(1, min(group, (total - done) // n))  # k steps of n tokens, priced at the middle one
+        k = max(1, min(group, (total - done) // n))
         start = done + (k // 2) * n
         within = (start % prompt) + n / 2 if n < prompt else prompt / 2  # positions attended, on average
         seconds += k * consts.step_s(*work.prefill_step(n, min(within, prompt)))[0]

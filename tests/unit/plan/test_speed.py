@@ -272,3 +272,16 @@ def test_no_more_streams_are_predicted_than_the_command_runs_at_once() -> None:
     low = with_engine_args(base, parse_engine_args("--gpu-memory-utilization 0.30 --max-model-len 8192"))
     held = make_plan(resolve_model("llama-3.1-8b"), low)
     assert held.speed is not None and max(p.concurrency for p in held.speed.points) <= held.capacity.max_sequences
+
+
+@pytest.mark.parametrize(("prompt", "budget", "prompts"), [(131072, 65536, 3000), (32768, 16384, 2100),
+                                                           (4096, 2048, 2049), (3000, 2048, 9000)])  # fmt: skip
+def test_a_long_prefill_is_priced_exactly_where_its_steps_repeat(prompt: int, budget: int, prompts: int) -> None:
+    """Grouped steps priced at their middle step came out 18-47% high where a group spanned a fixed part of each
+    prompt: whole periods of lcm(prompt, budget) tokens are exact, whatever the prompt count."""
+    from servelab.plan import speed
+
+    consts = Constants(3350.0, 989.4, 0.7, 0.4, 1.5e-3)
+    work, _ = _synthetic(consts)
+    exact = speed._steps_s(work, consts, prompt, budget, prompt * prompts, 1)
+    assert speed.prefill_s(work, consts, prompt, budget, prompts) == pytest.approx(exact, rel=1e-9)
