@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import struct
@@ -81,7 +82,7 @@ def _safetensors_file(path: Path) -> int:
         if not isinstance(header, dict):
             raise ValueError("its header is not a JSON object")
         data = size - 8 - length
-        total = 0
+        spans = []
         for key, info in header.items():
             if key == "__metadata__":
                 continue
@@ -89,8 +90,11 @@ def _safetensors_file(path: Path) -> int:
             if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
                     and 0 <= offsets[0] <= offsets[1] <= data):  # fmt: skip
                 raise ValueError(f"tensor {str(key)[:80]!r} has data_offsets {str(offsets)[:80]} outside its data")
-            total += offsets[1] - offsets[0]
-        return total
+            spans.append((offsets[0], offsets[1]))
+        spans.sort()
+        if any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans)):
+            raise ValueError("two tensors' data_offsets overlap")  # the format lays them end to end
+        return sum(end - start for start, end in spans)
     except (OSError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise UsageError(f"{path}: not a safetensors file servelab can read ({exc})",
                          hint="give the weights' size with --weights, or remove the file") from None  # fmt: skip

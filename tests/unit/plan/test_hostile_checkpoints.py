@@ -87,6 +87,7 @@ def _safetensors(path: Path, header: Any, data: bytes = b"", length: int | None 
         ({"w": {"dtype": "F16", "shape": [2]}}, b"\0" * 4, None),
         (["not", "an", "object"], b"", None),
         ({"w": {"data_offsets": [0, 4]}}, b"\0" * 4, 2**62),  # a header length that would try to read 4 EiB
+        ({f"t{i}": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]} for i in range(40)}, b"\0" * 4, None),
     ],
 )
 def test_a_safetensors_header_that_breaks_the_format_is_refused(
