@@ -248,16 +248,24 @@ def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[s
                          "to start)")  # fmt: skip
 
 
-_LAUNCHERS = (["vllm", "serve"], ["python", "-m", "vllm.entrypoints.openai.api_server"],
-              ["python3", "-m", "vllm.entrypoints.openai.api_server"], ["python", "-m", "sglang.launch_server"],
-              ["python3", "-m", "sglang.launch_server"], ["llama-server"])  # fmt: skip
+_MODULES = ("vllm.entrypoints.openai.api_server", "sglang.launch_server")
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 
 
 def _past_launcher(tokens: list[str]) -> list[str]:
-    """The flags past the engine's own launcher words (``vllm serve``, ``python -m ...``, ``llama-server``)."""
-    for words in _LAUNCHERS:
-        if tokens[: len(words)] == words:
-            return tokens[len(words) :]
+    """The flags past the engine's own launcher words, however it is reached: ``vllm serve``, ``llama-server`` or
+    ``python -m <server module>``, by a path (``/opt/venv/bin/vllm``, ``./build/bin/llama-server``, ``python3.12``)
+    or behind ``uv run``."""
+    words = list(tokens)
+    if words[:2] == ["uv", "run"]:
+        words = words[2:]
+    head = words[0].rsplit("/", 1)[-1] if words else ""
+    if head == "vllm" and words[1:2] == ["serve"]:
+        return words[2:]
+    if head == "llama-server":
+        return words[1:]
+    if _PYTHON.fullmatch(head) and words[1:2] == ["-m"] and words[2:3] and words[2] in _MODULES:
+        return words[3:]
     return tokens
 
 

@@ -258,3 +258,15 @@ def test_a_log_whose_start_the_plan_cannot_model_is_refused() -> None:
     with pytest.raises(UsageError, match="pipeline_parallel_size"):
         engine_args_from_log(line)
     assert engine_args_from_log("INFO non-default args: {'model': 'm', 'pipeline_parallel_size': 1}") is not None
+
+
+@pytest.mark.parametrize(
+    "launcher",
+    ["vllm serve", "/opt/venv/bin/vllm serve", "uv run vllm serve", "python -m vllm.entrypoints.openai.api_server",
+     "python3.12 -m vllm.entrypoints.openai.api_server"],
+)  # fmt: skip
+def test_the_launcher_words_are_not_the_model(launcher: str) -> None:
+    """A launcher named by a path or behind `uv run` was taken for the model (and refused as another one)."""
+    model = "--model M" if "-m " in launcher else "M"
+    args = parse_engine_args(f"{launcher} {model} --max-model-len 8192")
+    assert args.model == "M" and args.max_model_len == 8192
