@@ -248,6 +248,11 @@ def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[s
                          "to start)")  # fmt: skip
 
 
+def _int_text(raw: str) -> str:
+    """``00`` and ``-01`` as llama-server reads them (``0``, ``-1``); anything else as written."""
+    return str(int(raw)) if re.fullmatch(r"-?\d+", raw) else raw
+
+
 _MODULES = ("vllm.entrypoints.openai.api_server", "sglang.launch_server")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 
@@ -309,7 +314,7 @@ def parse_engine_args(text: str, engine: str = "vllm") -> EngineArgs:
             raw = inline if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
             if not raw:
                 raise UsageError(f"--engine-args: {flag} needs a value")
-            if engine != "llamacpp" or (flag, raw) not in LLAMACPP_ABSENT:
+            if engine != "llamacpp" or (flag, _int_text(raw)) not in LLAMACPP_ABSENT:
                 _take(values, dest, cast, raw, flag)
             given += [f for f, (d, _) in flags.items() if d == dest]
             kept += [tokens[i]] if eq else [tokens[i], raw]
