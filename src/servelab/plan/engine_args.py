@@ -212,12 +212,14 @@ def _take(values: dict[str, Any], dest: str, cast: Callable[[str], Any], raw: st
 
 
 # vLLM flags that change what a GPU holds in ways the plan does not model, refused unless at their default
-VLLM_UNMODELLED = {
-    "--pipeline-parallel-size": ("1", "pipeline parallelism (the layers split over GPUs)"),
-    "-pp": ("1", "pipeline parallelism (the layers split over GPUs)"),
-    "--cpu-offload-gb": ("0", "weights offloaded to the host"),
-    "--kv-offloading-size": ("0", "the KV cache offloaded to the host"),
-}
+# (by their argparse name, as a log lists them): their flags, their default, what they change
+UNMODELLED: dict[str, tuple[tuple[str, ...], int, str]] = {
+    "pipeline_parallel_size": (("--pipeline-parallel-size", "-pp"), 1,
+                               "pipeline parallelism (the layers split over GPUs)"),
+    "cpu_offload_gb": (("--cpu-offload-gb",), 0, "weights offloaded to the host"),
+    "kv_offloading_size": (("--kv-offloading-size",), 0, "the KV cache offloaded to the host"),
+}  # fmt: skip
+VLLM_UNMODELLED = {flag: (default, what) for flags, default, what in UNMODELLED.values() for flag in flags}
 
 
 @functools.cache
@@ -233,7 +235,7 @@ def _check_unread(flag: str, value: str, switches: dict[str, Any], flags: dict[s
     misspelling of one the plan reads (vLLM would refuse to start: the plan would be of another command)."""
     if flag in VLLM_UNMODELLED:
         default, what = VLLM_UNMODELLED[flag]
-        if value.strip() not in (default, f"{default}.0"):
+        if value.strip() not in (str(default), f"{default}.0"):
             raise UsageError(
                 f"--engine-args: {flag} {value}: {what} is not modelled",
                 hint=f"plan without {flag}, or with tensor parallelism (--tensor-parallel-size)",
@@ -345,13 +347,8 @@ def engine_args_from_log(text: str) -> EngineArgs | None:
     return engine_args_from_mapping(data) if isinstance(data, Mapping) else None
 
 
-LOG_UNMODELLED = {"pipeline_parallel_size": (1, "pipeline parallelism (the layers split over GPUs)"),
-                  "cpu_offload_gb": (0, "weights offloaded to the host"),
-                  "kv_offloading_size": (0, "the KV cache offloaded to the host")}  # fmt: skip
-
-
 def engine_args_from_mapping(data: Mapping[str, Any]) -> EngineArgs:
-    for key, (default, what) in LOG_UNMODELLED.items():  # as --engine-args refuses them (VLLM_UNMODELLED)
+    for key, (_, default, what) in UNMODELLED.items():  # as --engine-args refuses them
         if data.get(key) not in (None, default, float(default)):
             raise UsageError(f"the engine's logged {key} = {data[key]!r}: {what} is not modelled, so its figures "
                              "cannot be set beside a plan")  # fmt: skip
