@@ -80,7 +80,7 @@ class Grid:
 
 
 def settings(point: Point) -> tuple[object, ...]:
-    """The configuration a point starts: its settings by what they set, values as numbers where they are ones."""
+    """The configuration a point starts: its settings by what they set, each value as its engine's reader reads it."""
     pairs: list[tuple[str, str | None]] = []
     words, i = list(point.args), 0
     while i < len(words):
@@ -101,9 +101,8 @@ def settings(point: Point) -> tuple[object, ...]:
             value, i = words[i + 1], i + 2
         else:
             value, i = None, i + 1
-        pairs.append((setting, None if value is None or cast is None else _as_read(value, cast)))
-        if cast is None and value is not None:
-            pairs[-1] = (setting, value)  # a flag no engine reader knows: its value as written
+        # a flag no engine reader knows keeps its value as written
+        pairs.append((setting, value if value is None or cast is None else _as_read(value, cast)))
     read = {dest for dest, _ in SETTING_OF.values()} | {dest for dest, _ in SWITCH_OF.values()}
     named = [name for name, _ in pairs if name in read]  # a flag the engine takes many times (-ot) may repeat
     if twice := sorted({name for name in named if named.count(name) > 1}):
