@@ -154,9 +154,9 @@ def _target_weights(resolved: Resolved, req: PlanRequest) -> WeightEstimate:
 
 def _speed(resolved: Resolved, weights: WeightEstimate, req: PlanRequest, most_streams: float,
            fits: bool) -> SpeedPrediction | None:  # fmt: skip
-    """The speed model at the plan's concurrency and context (plan/speed.py), up to the streams the card holds at
-    the most utilisation allowed; None without a card's peaks, and where the plan does not fit (no speed is
-    predicted for what cannot run)."""
+    """The speed model at the plan's concurrency and context (plan/speed.py), up to ``most_streams`` (what the
+    engine runs at once: :func:`_streams_held`); None without a card's peaks, and where the plan does not fit (no
+    speed is predicted for what cannot run)."""
     consts = req.speed_constants
     if consts is None and req.bandwidth_gbs and req.tflops:
         consts = Constants(req.bandwidth_gbs, req.tflops)

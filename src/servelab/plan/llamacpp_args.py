@@ -1,9 +1,10 @@
 """llama-server's flags as the plan reads them: ``-c`` split over ``-np`` slots (absent or ``-np -1``: its
-automatic 4), no ``-c`` (or ``-c 0``): each slot holds the model's whole context (llama-server 0.3.36 logged
-``n_ctx = 16384`` for ``-np 2`` on SmolLM2's 8,192, docs/sweep.md); ``-ctk`` the cache type, ``-ub``, ``--swa-full`` and
-``--kv-unified`` as its cache and compute buffers take them. A flag that changes what the GPU holds in a way the
-plan does not model (layers or experts left on the host, a V cache unlike K, tensor splits, adapters, a
-multimodal projector) is refused by name: the plan is of the flags given, or of none."""
+automatic 4, with one cache for all of them), no ``-c`` (or ``-c 0``): each slot holds the model's whole context
+(llama-server 0.3.36 logged ``n_ctx = 16384`` for ``-np 2`` on SmolLM2's 8,192, docs/sweep.md); ``-ctk``/``-ctv``
+the cache type, ``-ub``, ``--swa-full`` and ``--kv-unified`` as its cache and compute buffers take them. A flag that
+changes what the GPU holds in a way the plan does not model (layers or experts left on the host, a V cache unlike
+K, tensor splits, adapters, a multimodal projector) is refused by name: the plan is of the flags given, or of
+none."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from servelab.core.errors import UsageError
 from servelab.plan.engine_args import EngineArgs
+from servelab.plan.engines import LLAMACPP_UBATCH
 
 if TYPE_CHECKING:
     from servelab.plan.budget import PlanRequest
 
 AUTO_SLOTS = 4  # llama-server's -np -1 (auto), which also makes the cache unified (tools/server/server.cpp)
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")  # -ctk / -ctv (common/arg.cpp)
-BATCH, UBATCH = 2048, 512  # -b and -ub's defaults; the micro-batch is at most the batch
+BATCH = 2048  # -b's default; the micro-batch (-ub, LLAMACPP_UBATCH by default) is at most the batch
 ALL_LAYERS = ("-1", "all", "auto", "999")
 UNMODELLED = {  # flag -> what it changes that the plan does not model
     "-nkvo": "the KV cache kept on the host", "--no-kv-offload": "the KV cache kept on the host",
@@ -73,7 +75,7 @@ def cache_flags(args: EngineArgs | None) -> dict[str, Any]:
     if args is None:
         return {}
     unified = args.kv_unified if args.kv_unified is not None else args.max_num_seqs is None
-    ubatch = min(args.ubatch or UBATCH, args.max_num_batched_tokens or BATCH)
+    ubatch = min(args.ubatch or LLAMACPP_UBATCH, args.max_num_batched_tokens or BATCH)
     return {"swa_full": bool(args.swa_full), "unified": unified, "ubatch": ubatch}
 
 
